@@ -1,0 +1,45 @@
+# Two commands for everyone: `make book` (build the course) and `make test`.
+# Each creates .venv when it is missing and installs the pinned dependencies;
+# a re-run on an installed checkout only checks a stamp (seconds, not minutes).
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+STAMP := $(VENV)/.installed
+
+# Tools run from the venv with its bin/ first on PATH: nbgrader shells out to
+# `alembic` by name and fails without it.
+export PATH := $(BIN):$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
+
+# Offline copies of the public corpora (see ../shared/data/README.md).
+MIRROR := $(abspath ../shared/data)
+ifneq ($(wildcard $(MIRROR)/SHA256SUMS),)
+export LMCOURSE_DATA_MIRROR ?= $(MIRROR)
+endif
+
+.PHONY: book test setup assignments clean help
+
+help:
+	@echo "make book   build the course (book site + student assignments)"
+	@echo "make test   run the whole test suite"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+book: setup
+	$(BIN)/lmcourse book
+
+assignments: setup
+	$(BIN)/lmcourse assign
+
+test: setup
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf book/_build

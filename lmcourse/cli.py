@@ -1,0 +1,151 @@
+"""The ``lmcourse`` command: one entry point for students and instructors.
+
+Each subcommand is a thin layer over a library function, so everything the
+command does can also be done (and tested) from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+class CommandError(Exception):
+    """An expected failure: printed as one line, exit status 1, no traceback."""
+
+
+def _repo_root() -> Path:
+    """The course checkout that holds book/, solutions/, assignments/ and autograder/."""
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / "solutions").is_dir() and (p / "book").is_dir():
+            return p
+    pkg_root = Path(__file__).resolve().parent.parent
+    if (pkg_root / "solutions").is_dir():
+        return pkg_root
+    raise CommandError("run this inside the course checkout (a folder with book/ and solutions/)")
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from lmcourse import data
+
+    names = args.names or sorted(data.CORPORA)
+    bad = 0
+    for name in names:
+        try:
+            path = data.fetch(name, download=not args.offline)
+        except data.DataError as err:
+            bad += 1
+            print(f"{name}: MISSING\n{err}", file=sys.stderr)
+            continue
+        corpus = data.CORPORA[name]
+        source = "package" if corpus.package_path else "cache"
+        print(f"{name:18s} ok  {corpus.size:>10,} bytes  sha256 {corpus.sha256[:12]}…  {source}: {path}")
+    return 1 if bad else 0
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from lmcourse import book
+
+    return book.build(_repo_root(), assignments=not args.no_assign, check=args.check)
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    from lmcourse.grading import assign
+
+    return assign.main(_repo_root(), args.ids, check_only=args.check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from lmcourse.grading import cli as grading_cli
+
+    return grading_cli.check(_repo_root(), args)
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from lmcourse.grading import cli as grading_cli
+
+    return grading_cli.grade(_repo_root(), args)
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from lmcourse.grading import cli as grading_cli
+
+    return grading_cli.gradescope(_repo_root(), args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="lmcourse",
+        description="An open course on language models: build the book, release assignments, check and grade notebooks.",
+    )
+    from lmcourse import __version__
+
+    parser.add_argument("--version", action="version", version=f"lmcourse {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("book", help="build the book site (and the student assignments)")
+    p.add_argument("--no-assign", action="store_true", help="do not regenerate assignments/ first")
+    p.add_argument("--check", action="store_true", help="fail on any warning (what the tests use)")
+    p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("assign", help="generate student notebooks in assignments/ from solutions/")
+    p.add_argument("ids", nargs="*", help="assignment ids such as 01-ngrams (default: all)")
+    p.add_argument("--check", action="store_true", help="only report whether assignments/ is up to date")
+    p.set_defaults(func=cmd_assign)
+
+    p = sub.add_parser("check", help="(students) check a notebook: structure and visible tests")
+    p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
+    p.add_argument("notebook", type=Path, help="your notebook (.ipynb)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("grade", help="(instructors) grade a folder of submissions")
+    p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
+    p.add_argument("submissions", type=Path, help="folder of <student>.ipynb or <student>/<id>/<id>.ipynb")
+    p.add_argument("--out", type=Path, required=True, help="output folder (grades.csv, per-student results)")
+    p.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
+    p.add_argument("--gradebook", type=Path, help="nbgrader gradebook.db to record scores in")
+    p.add_argument("--force", action="store_true", help="re-grade submissions already graded and unchanged")
+    p.add_argument("--tier", choices=["auto", "cpu", "gpu"], default="auto", help="training-check tier")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("gradescope", help="(instructors) build a Gradescope autograder zip")
+    p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
+    p.add_argument("--out", type=Path, required=True, help="path of the zip to write")
+    p.set_defaults(func=cmd_gradescope)
+
+    p = sub.add_parser("data", help="show where each corpus was found, and verify it")
+    p.add_argument("names", nargs="*", help="corpus names (default: all)")
+    p.add_argument("--offline", action="store_true", help="never download; use cache and mirror only")
+    p.set_defaults(func=cmd_data)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return int(func(args) or 0)
+    except CommandError as err:
+        print(f"lmcourse {args.command}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"lmcourse {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
