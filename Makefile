@@ -19,7 +19,7 @@ ifneq ($(wildcard $(MIRROR)/SHA256SUMS),)
 export LMCOURSE_DATA_MIRROR ?= $(MIRROR)
 endif
 
-.PHONY: book test setup assignments clean help
+.PHONY: book test setup system-deps assignments clean help
 
 help:
 	@echo "make book   build the course (book site + student assignments)"
@@ -32,13 +32,19 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-book: setup
+# Debian packages (bubblewrap for the grader's sandbox, npm for MathJax,
+# chromium for the browser test), installed when missing and we are root.
+# Seconds when they are already there.
+system-deps:
+	@bash tools/ensure-system-deps.sh
+
+book: setup system-deps
 	$(BIN)/lmcourse book
 
 assignments: setup
 	$(BIN)/lmcourse assign
 
-test: setup
+test: setup system-deps
 	$(BIN)/python -m pytest
 
 clean:

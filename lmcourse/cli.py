@@ -35,6 +35,16 @@ def _repo_root() -> Path:
     raise CommandError("run this inside the course checkout (a folder with book/ and solutions/)")
 
 
+def _course_root(args: argparse.Namespace) -> Path:
+    """--course when given (a course tree such as the tests' fixture), else this checkout."""
+    course = getattr(args, "course", None)
+    if course is not None:
+        if not (course / "solutions").is_dir():
+            raise CommandError(f"--course {course}: expected a folder with solutions/ in it")
+        return course.resolve()
+    return _repo_root()
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     from lmcourse import data
 
@@ -62,25 +72,25 @@ def cmd_book(args: argparse.Namespace) -> int:
 def cmd_assign(args: argparse.Namespace) -> int:
     from lmcourse.grading import assign
 
-    return assign.main(_repo_root(), args.ids, check_only=args.check)
+    return assign.main(_course_root(args), args.ids, check_only=args.check)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from lmcourse.grading import cli as grading_cli
 
-    return grading_cli.check(_repo_root(), args)
+    return grading_cli.check(_course_root(args), args)
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from lmcourse.grading import cli as grading_cli
 
-    return grading_cli.grade(_repo_root(), args)
+    return grading_cli.grade(_course_root(args), args)
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from lmcourse.grading import cli as grading_cli
 
-    return grading_cli.gradescope(_repo_root(), args)
+    return grading_cli.gradescope(_course_root(args), args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,17 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("book", help="build the book site (and the student assignments)")
     p.add_argument("--no-assign", action="store_true", help="do not regenerate assignments/ first")
-    p.add_argument("--check", action="store_true", help="fail on any warning (what the tests use)")
+    p.add_argument("--check", action="store_true", help="also Sphinx's nit-picky mode (-n): every reference to a missing target fails; what the tests use")
     p.set_defaults(func=cmd_book)
 
     p = sub.add_parser("assign", help="generate student notebooks in assignments/ from solutions/")
     p.add_argument("ids", nargs="*", help="assignment ids such as 01-ngrams (default: all)")
     p.add_argument("--check", action="store_true", help="only report whether assignments/ is up to date")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_assign)
 
     p = sub.add_parser("check", help="(students) check a notebook: structure and visible tests")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("notebook", type=Path, help="your notebook (.ipynb)")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("grade", help="(instructors) grade a folder of submissions")
@@ -116,11 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gradebook", type=Path, help="nbgrader gradebook.db to record scores in")
     p.add_argument("--force", action="store_true", help="re-grade submissions already graded and unchanged")
     p.add_argument("--tier", choices=["auto", "cpu", "gpu"], default="auto", help="training-check tier")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("--out", type=Path, required=True, help="path of the zip to write")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_gradescope)
 
     p = sub.add_parser("data", help="show where each corpus was found, and verify it")

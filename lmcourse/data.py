@@ -36,10 +36,12 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where batches are made: the rest of this
+    import torch   # module (and every student worker that uses it) starts fast.
 
 CACHE_ENV = "LMCOURSE_CACHE"
 MIRROR_ENV = "LMCOURSE_DATA_MIRROR"
@@ -401,6 +403,8 @@ def get_batch(
 
     Returns x, y of shape (B, T) = (batch_size, block_size).
     """
+    import torch
+
     if data.ndim != 1:
         raise ValueError(f"data must be a 1-D token stream, got shape {tuple(data.shape)}")
     if len(data) <= block_size:

@@ -1,0 +1,181 @@
+"""Building the online book (Jupyter Book 1 over Sphinx), offline.
+
+Two jobs live here:
+
+1. `build()`, behind `lmcourse book`: vendor MathJax from npm when needed,
+   then run `jupyter-book build book` so that any warning that survives the
+   short `suppress_warnings` list in book/_config.yml fails the build (broken
+   cross-references, missing files, unknown roles), and a cell that raises
+   fails it too (`execute.raise_on_error`). Chapters are executed through
+   jupyter-cache, so a rebuild re-runs only the chapters whose code changed.
+
+2. A tiny Sphinx extension (book/_config.yml lists `lmcourse.book` in
+   `extra_extensions`): Sphinx's MathJax comes from a CDN by default, which a
+   reader offline (or a classroom behind a firewall) never gets. We point
+   `mathjax_path` at a relative path and copy MathJax 3's `es5/` folder from
+   node_modules/ into `_build/html/_static/mathjax/` when the build finishes.
+   It is deliberately not in book/_static/: Jupyter Book adds every .js file
+   found under its static paths to every page, which for MathJax is hundreds
+   of scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Where `npm ci` (package.json / package-lock.json at the repo root) puts MathJax.
+MATHJAX_DIR = Path("node_modules") / "mathjax" / "es5"
+MATHJAX_ENTRY = "tex-mml-chtml.js"  # TeX + MathML input, CommonHTML output
+MATHJAX_OUT = "mathjax"  # under _static/ in the built site
+
+
+class BookError(RuntimeError):
+    """A build prerequisite is missing; the message says how to get it."""
+
+
+def _tool(name: str) -> str:
+    """A console script from the same environment as this Python."""
+    candidate = Path(sys.executable).parent / name
+    found = str(candidate) if candidate.exists() else shutil.which(name)
+    if not found:
+        raise BookError(f"`{name}` is not installed in this environment; run `make book` to set it up")
+    return found
+
+
+def _mathjax_version(root: Path) -> str | None:
+    """The MathJax version installed under node_modules/, or None when absent."""
+    meta = root / "node_modules" / "mathjax" / "package.json"
+    if not (root / MATHJAX_DIR / MATHJAX_ENTRY).exists() or not meta.exists():
+        return None
+    return json.loads(meta.read_text())["version"]
+
+
+def _locked_mathjax_version(root: Path) -> str:
+    lock = json.loads((root / "package-lock.json").read_text())
+    return lock["packages"]["node_modules/mathjax"]["version"]
+
+
+def ensure_mathjax(root: Path) -> Path:
+    """Install MathJax from the npm registry (`npm ci`) unless the locked version is already there."""
+    locked = _locked_mathjax_version(root)
+    if _mathjax_version(root) != locked:
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BookError(
+                f"the book needs MathJax {locked} from npm to render maths offline, but `npm` is not installed; "
+                "install Node.js and npm (Debian: `apt-get install npm`, or run `make book`, which does it as root), "
+                "then run `npm ci` in the repository root"
+            )
+        cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.call(cmd, cwd=root) != 0 or _mathjax_version(root) != locked:
+            raise BookError(f"`npm ci` in {root} did not install mathjax {locked}; see npm's message above")
+    return root / MATHJAX_DIR
+
+
+def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
+    """Build book/ into book/_build/html.
+
+    Every warning fails the build (`-W`, after the build has run to the end
+    with `--keep-going`, so one run lists them all). `check` adds Sphinx's
+    nit-picky mode (`-n`), which also reports references to missing targets
+    that plain mode lets pass; the tests use it.
+    """
+    if assignments and any((root / "solutions").glob("*/*.ipynb")):
+        from lmcourse.grading import assign
+
+        rc = assign.main(root, [], check_only=False)
+        if rc:
+            return rc
+    try:
+        ensure_mathjax(root)
+        jb = _tool("jupyter-book")
+    except BookError as err:
+        print(f"lmcourse book: {err}", file=sys.stderr)
+        return 1
+    cmd = [jb, "build", str(root / "book"), "--keep-going", "-W"]
+    if check:
+        cmd += ["-n"]
+    # Chapters import lmcourse and read corpora; run them with this
+    # environment's tools first on PATH (nbgrader and friends shell out by name).
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    print("+", " ".join(cmd), flush=True)
+    rc = subprocess.call(cmd, cwd=root, env=env)
+    if rc == 0:
+        print(f"book: {root / 'book' / '_build' / 'html' / 'index.html'}")
+    else:
+        print(
+            "lmcourse book: the build failed; the warnings or the failing cell are listed above "
+            "(a chapter's full execution log is under book/_build/html/reports/)",
+            file=sys.stderr,
+        )
+    return rc
+
+
+# --- the Sphinx extension ----------------------------------------------------
+
+
+def _check_mathjax(app, config) -> None:
+    """At config time: fail early, with the fix, when MathJax was never vendored."""
+    if app.builder.format != "html":
+        return
+    root = Path(app.srcdir).resolve().parent
+    if not (root / MATHJAX_DIR / MATHJAX_ENTRY).exists():
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError(
+            f"MathJax is vendored from npm for offline maths, and {root / MATHJAX_DIR / MATHJAX_ENTRY} "
+            f"is missing; run `npm ci` in {root} (`make book` and `lmcourse book` do it for you)"
+        )
+
+
+def _copy_mathjax(app, exception) -> None:
+    """After a successful HTML build: copy MathJax's es5/ folder to _static/mathjax/."""
+    if exception is not None or app.builder.format != "html":
+        return
+    src = Path(app.srcdir).resolve().parent / MATHJAX_DIR
+    dst = Path(app.outdir) / "_static" / MATHJAX_OUT
+    # A version stamp makes the no-change rebuild skip the 24 MB copy.
+    stamp = dst / ".lmcourse-version"
+    version = (src.parent / "package.json").read_text()
+    if stamp.exists() and stamp.read_text() == version:
+        return
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    stamp.write_text(version)
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    """Drop repeated <script> entries from a page.
+
+    Jupyter Book registers sphinx-thebe's and sphinx-togglebutton's inline
+    scripts twice, at two priorities, and Sphinx 7.4 keeps both copies; the
+    second `const THEBE_JS_URL` is a SyntaxError in every reader's console.
+    """
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        # Same file (or inline body) and attributes; the copies differ only in
+        # how "no file" is spelled (None or "").
+        key = (str(getattr(js, "filename", js) or ""),
+               tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    scripts[:] = unique
+
+
+def setup(app):
+    """Sphinx entry point (book/_config.yml: sphinx.extra_extensions)."""
+    app.connect("builder-inited", lambda app: _check_mathjax(app, app.config))
+    app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.connect("build-finished", _copy_mathjax)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,235 @@
+"""The pytest plugin that turns hidden checks into scores.
+
+Pytest runs in the trusted grader process over ``autograder/<id>/``. This
+plugin provides the fixtures a check uses (``student``, ``reference``, ``rng``,
+``tier``) and records one result per check. A failing check earns 0 and keeps
+only a message taken from the exception itself: the ``AssertionError``'s text
+(assertion rewriting is off, so pytest adds no introspection) or the
+:class:`StudentError`'s message. Tracebacks, check source and pytest's report
+text are never kept, so nothing of a hidden check can leak into feedback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lmcourse.grading.checks import info_of
+
+MAX_MESSAGE = 1500
+
+
+def sandbox_module():
+    """lmcourse.grading.sandbox (Worker, Limits, StudentError), imported when first needed."""
+    from lmcourse.grading import sandbox
+
+    return sandbox
+
+
+def _student_error_type():
+    try:
+        return sandbox_module().StudentError
+    except ImportError:  # the sandbox is not installed: nothing can raise it
+        return None
+
+
+class StudentProxy:
+    """``student.NAME(*args)`` calls the student's ``NAME`` in the isolated worker.
+
+    Use ``student.call("NAME", ...)`` for a function whose name clashes with
+    ``call``, ``probe`` or ``has``. Only plain data crosses: see the worker.
+    """
+
+    def __init__(self, worker, plugin: "GradingPlugin"):
+        self._worker = worker
+        self._plugin = plugin
+
+    def call(self, name: str, *args, timeout: float | None = None, **kwargs) -> Any:
+        self._plugin._note_function(name)
+        return self._worker.call(name, *args, timeout=timeout, **kwargs)
+
+    def probe(self, probe_name: str, *, timeout: float | None = None, **kwargs) -> Any:
+        self._plugin._note_function(kwargs.get("name") or kwargs.get("fn") or kwargs.get("cls") or probe_name)
+        return self._worker.probe(probe_name, timeout=timeout, **kwargs)
+
+    def has(self, name: str) -> bool:
+        return self._worker.has(name)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            return self.call(name, *args, **kwargs)
+
+        call.__name__ = name
+        return call
+
+
+class GradingPlugin:
+    """Fixtures and result collection for one grading session (one submission)."""
+
+    def __init__(self, *, worker, reference, tier: str, assignment: str, blocked: dict[str, str] | None = None,
+                 block_all: tuple[str, str] | None = None, visible_only: bool = False):
+        # underscored: the fixture methods below own the plain names
+        self._worker = worker
+        self._reference = reference
+        self._tier = tier
+        self.assignment = assignment
+        self.blocked = blocked or {}  # test cell grade_id -> why its checks earn nothing
+        self.block_all = block_all  # (status, message): nothing of the submission can run
+        self.visible_only = visible_only
+        self.results: dict[str, dict] = {}
+        self.order: list[str] = []
+        self.not_run: list[dict] = []  # checks left out by visible_only, for a count
+        self.config_errors: list[str] = []
+        self._current: str | None = None
+        self._started: dict[str, float] = {}
+        self.StudentError = _student_error_type()
+
+    # -- fixtures ---------------------------------------------------------------------------
+
+    @pytest.fixture
+    def student(self):
+        return StudentProxy(self._worker, self)
+
+    @pytest.fixture
+    def reference(self):
+        return self._reference
+
+    @pytest.fixture
+    def rng(self, request):
+        """A generator seeded from the assignment and the check's id: same inputs every run."""
+        digest = hashlib.sha256(f"{self.assignment}::{request.node.nodeid}".encode()).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+    @pytest.fixture
+    def tier(self):
+        return self._tier
+
+    # -- collection ---------------------------------------------------------------------------
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        keep = []
+        for item in items:
+            info = info_of(getattr(item, "function", None))
+            if info is None:
+                self.config_errors.append(f"{item.nodeid} has no @check(points=..., cell=..., name=...)")
+                continue
+            entry = {
+                "check": item.nodeid, "name": info.name, "cell": info.cell, "max_score": info.points,
+                "visibility": info.visibility, "gradescope_visibility": info.gradescope_visibility,
+            }
+            if self.visible_only and info.visibility != "visible":
+                self.not_run.append(entry)
+                continue
+            keep.append(item)
+            self.order.append(item.nodeid)
+            self.results[item.nodeid] = dict(entry, score=0.0, status="failed", output="", kind=None,
+                                             function=None, seconds=0.0)
+            why = self.block_all[1] if self.block_all else self.blocked.get(info.cell)
+            if why:
+                self.results[item.nodeid].update(output=why, kind=self.block_all[0] if self.block_all else "structure")
+                item.add_marker(pytest.mark.skip(reason="lmcourse-blocked"))
+        items[:] = keep
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            # An instructor's error (a check file that does not import): never the student's fault.
+            text = str(report.longrepr).strip().splitlines()
+            self.config_errors.append(f"cannot collect {report.nodeid or 'checks'}: {text[-1] if text else 'error'}")
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _note_function(self, name: str) -> None:
+        if self._current and self._current in self.results and not self.results[self._current]["function"]:
+            self.results[self._current]["function"] = name
+
+    def pytest_runtest_setup(self, item):
+        self._current = item.nodeid
+        self._started[item.nodeid] = time.perf_counter()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        result = self.results.get(item.nodeid)
+        if result is None:
+            return
+        if item.get_closest_marker("skip") is not None and result["kind"] is not None:
+            pass  # blocked before it ran: the reason is already recorded
+        elif report.when == "call" and report.passed:
+            result.update(score=result["max_score"], status="passed", output="")
+        elif (report.failed or report.skipped) and not (report.when == "teardown" and result["output"]):
+            # (a teardown error after a failure keeps the first failure's message)
+            result.update(score=0.0, status="failed", **self._explain(call.excinfo))
+        if report.when == "teardown":
+            result["seconds"] = round(time.perf_counter() - self._started.get(item.nodeid, time.perf_counter()), 3)
+            self._current = None
+        # Drop pytest's rendering of the failure (it quotes the check's source) right here.
+        report.longrepr = None
+
+    def _explain(self, excinfo) -> dict:
+        """Score-0 message from the exception alone: never a traceback, never source."""
+        if excinfo is None:
+            return {"output": "the check did not complete", "kind": "error"}
+        exc = excinfo.value
+        if self.StudentError is not None and isinstance(exc, self.StudentError):
+            kind = getattr(exc, "kind", "exception")
+            message = getattr(exc, "message", None) or str(exc)
+            return {"output": _clip(message), "kind": kind}
+        if isinstance(exc, AssertionError):
+            text = str(exc).strip() or "the result did not have the expected property"
+            return {"output": _clip(text), "kind": "assertion"}
+        if isinstance(exc, pytest.skip.Exception):
+            return {"output": _clip(f"not run: {exc.msg}"), "kind": "skipped"}
+        # The check itself tripped over what came back (e.g. a list where an array was
+        # expected). The exception's own text names types, not the check's code.
+        text = f"{type(exc).__name__}: {exc}".strip()
+        return {"output": _clip(f"the value your code returned could not be checked ({text})"), "kind": "error"}
+
+
+def _clip(text: str) -> str:
+    text = str(text)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def run_checks(checks_dir: Path, plugin: GradingPlugin) -> GradingPlugin:
+    """Run pytest over ``checks_dir`` in this process with ``plugin``; results land on the plugin.
+
+    No cache, no bytecode, no assertion rewriting, no terminal output, and an
+    empty ini file so the course's own pytest settings do not apply.
+    """
+    checks_dir = Path(checks_dir).resolve()
+    with tempfile.TemporaryDirectory(prefix="lmcourse-pytest-") as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text("[pytest]\npython_files = test_*.py check_*.py\n")
+        args = [
+            str(checks_dir), "-c", str(ini), "--rootdir", str(checks_dir),
+            "--confcutdir", str(checks_dir.parent), "--import-mode=importlib", "--assert=plain",
+            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        ]
+        previous = sys.dont_write_bytecode, os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        sys.dont_write_bytecode = True
+        # Only our plugin: third-party ones (xdist, nbval, hypothesis...) cost time and could report.
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        try:
+            code = pytest.main(args, plugins=[plugin])
+            if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+                plugin.config_errors.append(f"pytest stopped with {code.name} while running {checks_dir}")
+        finally:
+            sys.dont_write_bytecode = previous[0]
+            if previous[1] is None:
+                os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+            else:
+                os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = previous[1]
+    return plugin

@@ -1,0 +1,351 @@
+"""Grade one submission: structure check → extraction → worker → checks → result.
+
+This is the unit of work of every grading path (``lmcourse grade``,
+``lmcourse check``, Gradescope's ``run_autograder``). It runs in the trusted
+process; student code runs only inside the sandbox's :class:`Worker`. Run it
+as its own process to grade one submission per process (crash isolation,
+parallel batches, one Slurm array task per submission)::
+
+    python -m lmcourse.grading.runner ROOT ASSIGNMENT NOTEBOOK --out results.json
+
+The result is a dict in Gradescope's ``results.json`` schema (``score``,
+``max_score``, ``tests`` with ``name``, ``score``, ``max_score``, ``output``,
+``visibility``, ``status``) plus lmcourse's own keys: ``status`` and
+``message`` (one line saying what, if anything, went wrong), ``cells`` (points
+per test cell, for nbgrader's gradebook), ``problems``, ``isolation``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+from lmcourse.grading import notebook as nbmod
+from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
+
+
+class GraderError(Exception):
+    """The grader itself is misconfigured (missing checks, broken check file): not the student's fault."""
+
+
+_REFERENCES: dict[tuple[str, str, str], ModuleType] = {}
+# mkdtemp makes it mode 0700: the worker's uid cannot read the reference solution written here.
+_REF_DIR = tempfile.TemporaryDirectory(prefix="lmcourse-reference-")
+
+
+def reference_module(root: Path, assignment_id: str) -> ModuleType:
+    """Import the reference module (the solution's extraction) in this trusted process, once."""
+    source = nbmod.extract_reference(nbmod.load_source(root, assignment_id))
+    key = (str(Path(root).resolve()), assignment_id, hashlib.sha256(source.encode()).hexdigest())
+    if key not in _REFERENCES:
+        name = "lmcourse_reference_" + re.sub(r"\W", "_", assignment_id) + "_" + key[2][:8]
+        path = Path(_REF_DIR.name) / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling-free introspection look modules up here
+        previous = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:
+            del sys.modules[name]
+            raise GraderError(f"the reference solution of {assignment_id} does not import: "
+                              f"{type(err).__name__}: {err}") from err
+        finally:
+            sys.dont_write_bytecode = previous
+        _REFERENCES[key] = module
+    return _REFERENCES[key]
+
+
+def resolve_tier(tier: str | None) -> str:
+    """'cpu' or 'gpu'; 'auto' (or None) means gpu exactly when CUDA is available. LMCOURSE_TIER forces it."""
+    forced = os.environ.get("LMCOURSE_TIER", "").strip()
+    tier = forced or tier or "auto"
+    if tier == "auto":
+        import torch
+
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if tier not in ("cpu", "gpu"):
+        raise ValueError(f"tier must be 'cpu', 'gpu' or 'auto', got {tier!r}")
+    return tier
+
+
+def checks_dir(root: Path, assignment_id: str) -> Path:
+    path = Path(root) / "autograder" / assignment_id
+    if not path.is_dir() or not any(path.glob("test_*.py")):
+        raise GraderError(f"no checks in {path} (expected autograder/{assignment_id}/test_*.py)")
+    return path
+
+
+def _limits(root: Path, assignment_id: str, overrides: dict | None):
+    """The sandbox's default limits, with autograder/<id>/limits.json and ``overrides`` applied."""
+    limits = sandbox_module().Limits()
+    extra = {}
+    path = Path(root) / "autograder" / assignment_id / "limits.json"
+    if path.exists():
+        extra.update(json.loads(path.read_text()))
+    extra.update(overrides or {})
+    return dataclasses.replace(limits, **extra) if extra else limits
+
+
+def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
+          limits: dict | None = None) -> dict:
+    """Grade ``notebook`` against ``autograder/<assignment_id>/``; return the result dict.
+
+    Never raises for anything the submission does; raises :class:`GraderError`
+    when the course itself is broken (no checks, a reference that fails).
+    """
+    sandbox = sandbox_module()
+    StudentError, Worker = sandbox.StudentError, sandbox.Worker
+    started = time.perf_counter()
+    root = Path(root)
+    tier = resolve_tier(tier)
+    release = nbmod.load_release(root, assignment_id)
+    reference = reference_module(root, assignment_id)
+    folder = checks_dir(root, assignment_id)
+
+    problems: list[nbmod.Problem] = []
+    blocked: dict[str, str] = {}
+    block_all: tuple[str, str] | None = None
+    extraction = None
+    try:
+        nb = nbmod.read_notebook(notebook)
+    except nbmod.NotebookError as err:
+        block_all = (err.status, err.message)
+        problems.append(nbmod.Problem(err.status, err.message))
+    else:
+        extraction = nbmod.check_and_extract(nb, release)
+        problems, blocked = extraction.problems, extraction.blocked_cells
+        if nb.metadata.get("lmcourse_upgraded_from"):
+            problems.insert(0, nbmod.Problem(
+                "old-nbformat", f"the notebook was in format v{nb.metadata['lmcourse_upgraded_from']} and was "
+                "upgraded to v4 for grading; save it from a current Jupyter"))
+
+    worker = None
+    isolation = "none (nothing was run)"
+    captured = ""
+    try:
+        if block_all is None:
+            try:
+                worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits))
+                worker.__enter__()
+                isolation = worker.isolation
+                failed = getattr(worker, "import_error", None)
+                if failed is not None:  # nothing of the module can be called: every check says why
+                    block_all = (getattr(failed, "kind", "import-error"),
+                                 _name_cell(getattr(failed, "message", str(failed)), extraction))
+            except StudentError as err:
+                block_all = (err.kind, _name_cell(err.message, extraction))
+                worker = None
+            except getattr(sandbox, "SandboxError", ()) as err:  # the grader's setup, not the student
+                raise GraderError(f"the sandbox cannot start: {err}") from err
+        plugin = GradingPlugin(worker=worker, reference=reference, tier=tier, assignment=assignment_id,
+                               blocked=blocked, block_all=block_all, visible_only=visible_only)
+        run_checks(folder, plugin)
+        if worker is not None:
+            try:
+                captured = worker.captured_output
+            except Exception:
+                captured = ""
+    finally:
+        if worker is not None:
+            try:
+                worker.close()
+            except Exception:
+                pass
+    if plugin.config_errors:
+        raise GraderError("; ".join(plugin.config_errors))
+    if not plugin.order and not plugin.not_run:
+        raise GraderError(f"no checks were collected from {folder}")
+
+    if extraction is not None:
+        for r in plugin.results.values():
+            if r["kind"] in STUDENT_KINDS:
+                r["output"] = _name_cell(r["output"], extraction)
+    return _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured,
+                   time.perf_counter() - started, Path(notebook).name)
+
+
+STUDENT_KINDS = ("missing", "exception", "timeout", "crashed", "refused-output", "import-error", "output-too-large")
+
+
+def _name_cell(message: str, extraction) -> str:
+    """Rewrite "line N" of the extracted module as "line k of cell 'grade_id'": where the student looks."""
+    if extraction is None or not message:
+        return message
+
+    def where(m: re.Match) -> str:
+        n = int(m.group(1))
+        for first, last, gid in extraction.line_map:
+            if first <= n <= last:
+                return f"line {n - first + 1} of cell '{gid}'"
+        return m.group(0)
+
+    return re.sub(r"\bline (\d+)", where, message)
+
+
+STATUS_WORDS = {
+    "missing": "a function the checks need is not defined",
+    "refused-output": "your code returned a value of a type the grader does not accept",
+    "import-error": "your code raised an error or did not run when it was loaded",
+    "timeout": "your code ran past its time limit",
+    "crashed": "the process running your code stopped unexpectedly",
+    "output-too-large": "your code printed more output than allowed",
+}
+
+
+def _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured, seconds, filename):
+    tests = []
+    for number, nodeid in enumerate(plugin.order, 1):
+        r = plugin.results[nodeid]
+        tests.append({
+            "name": r["name"], "number": str(number), "score": r["score"], "max_score": r["max_score"],
+            "status": r["status"], "output": r["output"], "visibility": r["gradescope_visibility"],
+            "tags": [r["cell"]], "cell": r["cell"], "check": r["check"], "function": r["function"],
+            "kind": r["kind"], "seconds": r["seconds"],
+        })
+    cells = {gid: {"score": 0.0, "max_score": 0.0} for gid in nbmod.graded_cells(release)}
+    for t in tests + [dict(n, score=0.0) for n in plugin.not_run]:
+        c = cells.setdefault(t["cell"], {"score": 0.0, "max_score": 0.0})
+        c["score"] += t["score"]
+        c["max_score"] += t["max_score"]
+    warnings = [f"cell '{gid}' is worth {pts:g} points in the notebook but its checks add up to "
+                f"{cells.get(gid, {}).get('max_score', 0):g}"
+                for gid, pts in nbmod.graded_cells(release).items()
+                if not plugin.visible_only and abs(cells.get(gid, {}).get("max_score", 0) - pts) > 1e-9]
+
+    if block_all:
+        status, message = block_all
+    elif problems:
+        status, message = problems[0].status, problems[0].message
+        if len(problems) > 1:
+            message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    else:
+        kinds = [t["kind"] for t in tests if t["kind"] in STATUS_WORDS]
+        if kinds:
+            status = max(set(kinds), key=kinds.count)
+            first = next(t for t in tests if t["kind"] == status)
+            message = f"{STATUS_WORDS[status]}: {first['output']}"
+        else:
+            status, message = "ok", "graded"
+    message = " ".join(str(message).split())  # one line
+    score = round(sum(t["score"] for t in tests), 6)
+    max_score = round(sum(t["max_score"] for t in tests), 6)
+    return {
+        "score": score, "max_score": max_score, "status": status, "message": message,
+        "output": f"{score:g} / {max_score:g} points. " + ("" if status == "ok" else f"{status}: {message}"),
+        "visibility": "visible", "stdout_visibility": "hidden", "execution_time": round(seconds, 3),
+        "tests": tests, "cells": cells, "problems": [p.as_dict() for p in problems],
+        "not_run": len(plugin.not_run), "assignment": assignment_id, "notebook": filename, "tier": tier,
+        "isolation": isolation, "captured_output": (captured or "")[-4000:], "warnings": warnings,
+    }
+
+
+def failed_result(assignment_id: str, status: str, message: str) -> dict:
+    """The result of a submission the grader could not grade at all (grader error, killed runner)."""
+    message = " ".join(str(message).split())
+    return {"score": 0.0, "max_score": 0.0, "status": status, "message": message, "output": f"{status}: {message}",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": [], "cells": {}, "problems": [],
+            "assignment": assignment_id, "execution_time": 0.0}
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=False, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def grade_to_files(root: Path, assignment_id: str, notebook: Path, out: Path, *, feedback: Path | None = None,
+                   student: str | None = None, tier: str = "cpu", extra: dict | None = None,
+                   gradescope: bool = False) -> dict:
+    """Grade and write feedback.html (if asked) then results.json, each atomically; return the result."""
+    try:
+        result = grade(root, assignment_id, notebook, tier=tier)
+    except GraderError as err:
+        result = failed_result(assignment_id, "grader-error", str(err))
+    if extra:
+        result.setdefault("extra_data", {}).update(extra)
+    if feedback:
+        from lmcourse.grading.report import feedback_html
+
+        feedback = Path(feedback)
+        feedback.parent.mkdir(parents=True, exist_ok=True)
+        tmp = feedback.with_name(f".{feedback.name}.{os.getpid()}.tmp")
+        tmp.write_text(feedback_html(result, student or Path(notebook).stem))
+        os.replace(tmp, feedback)
+    if gradescope:
+        from lmcourse.grading.report import to_gradescope
+
+        result = to_gradescope(result)
+    write_json_atomic(out, result)  # last: its presence marks the submission as graded
+    return result
+
+
+def serve(root: Path, assignment_id: str, tier: str) -> int:
+    """Grade a stream of submissions, one JSON task per stdin line, answering one line each.
+
+    What a batch uses: Python, pytest and the reference module are loaded
+    once per runner instead of once per submission, while each submission
+    still gets its own sandboxed worker. Anything printed by checks goes to
+    stderr; stdout carries only the answers.
+    """
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # fd 1 is stderr from here on: stray prints cannot garble the protocol
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        task = json.loads(line)
+        try:
+            result = grade_to_files(root, assignment_id, Path(task["notebook"]), Path(task["out"]),
+                                    feedback=task.get("feedback"), student=task.get("student"), tier=tier,
+                                    extra=task.get("extra"))
+            status = result.get("status")
+        except Exception as err:  # a bug of ours: report it, keep serving
+            status = f"grader-error: {type(err).__name__}: {err}"
+        channel.write(json.dumps({"done": task.get("student"), "status": status}) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lmcourse.grading.runner", description="Grade one submission.")
+    p.add_argument("root", type=Path, help="course root (solutions/, assignments/, autograder/)")
+    p.add_argument("assignment")
+    p.add_argument("notebook", type=Path, nargs="?", help="the submission (omit with --serve)")
+    p.add_argument("--out", type=Path, help="results.json to write (atomically)")
+    p.add_argument("--feedback", type=Path, help="also write feedback.html here")
+    p.add_argument("--student", default=None, help="student id shown in the feedback")
+    p.add_argument("--tier", default="cpu", choices=["auto", "cpu", "gpu"])
+    p.add_argument("--extra", default=None, help="JSON object merged into the result's extra_data")
+    p.add_argument("--gradescope", action="store_true", help="write Gradescope's schema only")
+    p.add_argument("--serve", action="store_true", help="grade tasks read as JSON lines from stdin (batches)")
+    args = p.parse_args(argv)
+    sys.dont_write_bytecode = True
+    if args.serve:
+        return serve(args.root, args.assignment, resolve_tier(args.tier))
+    if args.notebook is None or args.out is None:
+        p.error("NOTEBOOK and --out are required (or use --serve)")
+    result = grade_to_files(args.root, args.assignment, args.notebook, args.out, feedback=args.feedback,
+                            student=args.student, tier=args.tier,
+                            extra=json.loads(args.extra) if args.extra else None, gradescope=args.gradescope)
+    return 0 if result.get("status") != "grader-error" else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Submissions for tests: the release as handed out, an honest solution, known-wrong variants.
+
+``submission_from_solution`` plays an honest student: it takes the released
+notebook (with its nbgrader checksums) and fills each answer cell with the
+instructor's solution code, as if typed in. ``replace`` swaps in another
+definition of a function (a known-wrong variant) so a test can show that the
+check meant to catch it does.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+from lmcourse.grading import notebook as nbmod
+
+nbmod.skip_slow_jsonschema_formats()
+import nbformat  # noqa: E402  (after the line above, on purpose)
+
+
+def released_notebook(root: Path, assignment_id: str, dest_dir: Path) -> Path:
+    """Copy the student version, unchanged, to ``dest_dir/<id>.ipynb``."""
+    src = Path(root) / "assignments" / assignment_id / f"{assignment_id}.ipynb"
+    dest = Path(dest_dir) / f"{assignment_id}.ipynb"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    return dest
+
+
+def replace_definition(code: str, name: str, new: str) -> str | None:
+    """``code`` with the top-level def/class ``name`` (decorators included) replaced by ``new``; None if absent."""
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            return "\n".join(lines[:first] + new.rstrip("\n").splitlines() + lines[node.end_lineno:])
+    return None
+
+
+def submission_from_solution(root: Path, assignment_id: str, dest_dir: Path,
+                             replace: dict[str, str] | None = None) -> Path:
+    """Write ``dest_dir/<id>.ipynb``: the release with every answer cell holding the solution code.
+
+    ``replace={"name": "def name(...):\\n    ..."}`` swaps that top-level
+    definition for the given one; a name defined in no answer cell is a KeyError.
+    """
+    root = Path(root)
+    release = nbmod.load_release(root, assignment_id)
+    solution = {nbmod.grade_id(c): c for c in nbmod.load_source(root, assignment_id).cells if nbmod.grade_id(c)}
+    todo = dict(replace or {})
+    for cell in release.cells:
+        gid = nbmod.grade_id(cell)
+        if nbmod.role(cell) != "solution" or gid not in solution:
+            continue
+        code = nbmod.strip_markers(nbmod.cell_source(solution[gid]))
+        for name in list(todo):
+            swapped = replace_definition(code, name, todo[name]) if cell.cell_type == "code" else None
+            if swapped is not None:
+                code = swapped
+                del todo[name]
+        cell.source = code
+    if todo:
+        raise KeyError(f"no answer cell of {assignment_id} defines {', '.join(sorted(todo))}")
+    dest = Path(dest_dir) / f"{assignment_id}.ipynb"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(release, dest)
+    return dest

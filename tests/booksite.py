@@ -1,0 +1,64 @@
+"""The built book, shared by test_book.py, test_browser.py and test_leaks.py.
+
+The book is built once per test process (and once across pytest-xdist
+workers, thanks to a file lock and the execution cache): `lmcourse book
+--no-assign --check` into the standard book/_build/, so that `make test`
+after `make book` (or the other way round) re-executes no chapter.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "book" / "_build"
+HTML = BUILD / "html"
+
+
+@dataclass(frozen=True)
+class BuiltBook:
+    returncode: int
+    log: str  # stdout + stderr of the build
+    seconds: float
+    html: Path = HTML
+
+    def pages(self) -> list[Path]:
+        """Every HTML page a reader can reach (not Sphinx's search and index stubs)."""
+        skip = {"search.html", "genindex.html", "index.html"}  # index.html only redirects to intro
+        return sorted(p for p in self.html.rglob("*.html")
+                      if p.name not in skip and "_static" not in p.parts and "_sources" not in p.parts)
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.splitlines()[-lines:])
+
+
+def mirror_env() -> dict[str, str]:
+    """This environment, with the offline corpus mirror and the venv's tools, as `make test` sets them."""
+    env = dict(os.environ)
+    mirror = ROOT.parent / "shared" / "data"
+    if "LMCOURSE_DATA_MIRROR" not in env and (mirror / "SHA256SUMS").exists():
+        env["LMCOURSE_DATA_MIRROR"] = str(mirror)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+@cache
+def built_book() -> BuiltBook:
+    """Build the book (checked mode: every warning fails) and remember the result."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "lmcourse.cli", "book", "--no-assign", "--check"]
+    with open(BUILD / ".test-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time across xdist workers
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, env=mirror_env(), capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+    log = proc.stdout + proc.stderr
+    (BUILD / "test-build.log").write_text(log)
+    return BuiltBook(proc.returncode, log, seconds)

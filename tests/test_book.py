@@ -1,0 +1,204 @@
+"""The book builds offline, with no warning that matters, and serves only local assets.
+
+The build itself (seconds to minutes: every chapter is executed, or served
+from the execution cache) happens once per session in booksite.built_book();
+the browser test and the leak check read the same site.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from booksite import HTML, ROOT, built_book, mirror_env
+
+pytestmark = pytest.mark.slow
+
+REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
+
+
+@pytest.fixture(scope="module")
+def book():
+    return built_book()
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files += [s["file"] for s in chapter.get("sections", [])]
+    return files
+
+
+def test_book_builds_with_no_warnings(book):
+    assert book.returncode == 0, (
+        "`lmcourse book --no-assign --check` failed (every Sphinx warning and every cell error fails it); "
+        f"fix what the build log says (full log: book/_build/test-build.log):\n{book.log_tail()}"
+    )
+    # Sphinx's own warnings ("file.md:12: WARNING: ..."), not a kernel's log lines.
+    warnings = [line for line in book.log.splitlines() if re.search(r"(^|: )(WARNING|ERROR|CRITICAL): ", line)]
+    assert not warnings, "the build printed warnings:\n" + "\n".join(warnings)
+
+
+def test_every_toc_entry_is_a_page(book):
+    missing = [f for f in _toc_files() if not (HTML / f"{f}.html").exists()]
+    assert not missing, f"pages listed in book/_toc.yml but not built: {missing}"
+    assert (HTML / "index.html").exists()
+
+
+def test_units_in_syllabus_order():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    units = [c["file"] for p in toc["parts"] for c in p["chapters"] if c["file"].startswith("units/")]
+    assert units == sorted(units), f"unit chapters must follow the syllabus order (01, 02, ...), found {units}"
+    assert units and units[0] == "units/01-ngrams", f"the first unit chapter must be units/01-ngrams, found {units[:1]}"
+    on_disk = sorted(f"units/{p.stem}" for p in (ROOT / "book" / "units").glob("*.md"))
+    assert on_disk == units, (
+        f"chapters in book/units/ {on_disk} and in book/_toc.yml {units} differ: list each chapter file in "
+        "_toc.yml under its unit's part"
+    )
+
+
+def _remote_references(text: str) -> list[str]:
+    """http(s) scripts, stylesheets, fonts and CSS imports an HTML or CSS file would fetch."""
+    found = []
+    for tag in re.findall(r"<(?:script|link|img|iframe|source)\b[^>]*>", text, re.I):
+        if re.match(r"<link\b", tag, re.I) and not re.search(
+            r"rel=[\"']?(stylesheet|preload|modulepreload|icon|shortcut icon|font)", tag, re.I
+        ):
+            continue  # <link rel="next" href=...> is a hyperlink, not an asset
+        for url in re.findall(r"\b(?:src|href)=[\"']([^\"']+)", tag, re.I):
+            if REMOTE.match(url):
+                found.append(tag)
+    for url in re.findall(r"url\(\s*[\"']?([^\"')]+)", text) + re.findall(r"@import\s+[\"']([^\"']+)", text):
+        if REMOTE.match(url):
+            found.append(f"url({url})")
+    return found
+
+
+def test_no_page_fetches_remote_assets(book):
+    offenders = {}
+    for path in [*book.pages(), *HTML.rglob("*.css")]:
+        if found := _remote_references(path.read_text(errors="replace")):
+            offenders[str(path.relative_to(HTML))] = found[:5]
+    assert not offenders, (
+        "the site must work offline, but these pages or stylesheets load scripts, styles or fonts from the "
+        f"internet: {offenders}; vendor the asset (see package.json) or drop it"
+    )
+
+
+def test_remote_reference_check_catches_cdn_assets():
+    """The detector above is not vacuous."""
+    page = ('<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"></script>'
+            '<link rel="stylesheet" href="//fonts.googleapis.com/css?family=Lato">'
+            '<link rel="next" href="https://example.org/">'
+            '<style>@font-face { src: url("https://fonts.gstatic.com/x.woff2") }</style>')
+    assert len(_remote_references(page)) == 3
+
+
+def test_maths_uses_the_vendored_mathjax(book):
+    entry = HTML / "_static" / "mathjax" / "tex-mml-chtml.js"
+    assert entry.exists(), f"MathJax was not copied into the site: {entry} is missing"
+    with_maths = 0
+    for page in book.pages():
+        text = page.read_text()
+        scripts = re.findall(r"<script\b[^>]*src=\"([^\"]*mathjax[^\"]*)\"", text, re.I)
+        assert len(scripts) <= 1, (
+            f"{page.relative_to(HTML)} loads {len(scripts)} MathJax scripts; MathJax must not sit in book/_static/ "
+            "(Jupyter Book adds every .js there to each page)"
+        )
+        if 'class="math' in text:
+            with_maths += 1
+            assert scripts and "_static/mathjax/tex-mml-chtml.js" in scripts[0], (
+                f"{page.relative_to(HTML)} has maths but loads {scripts or 'no MathJax'}; "
+                "expected the vendored _static/mathjax/tex-mml-chtml.js"
+            )
+    assert with_maths >= 1, "no page has maths; the notation page at least should"
+
+
+def test_chapters_offer_notebook_downloads(book):
+    for chapter in (ROOT / "book" / "units").glob("*.md"):
+        page = HTML / "units" / f"{chapter.stem}.html"
+        ipynb = HTML / "_sources" / "units" / f"{chapter.stem}.ipynb"
+        assert ipynb.exists(), f"the executed notebook {ipynb.relative_to(HTML)} is not offered for download"
+        text = page.read_text()
+        assert f"{chapter.stem}.ipynb" in text, f"{page.name} has no .ipynb download button"
+        assert "mybinder.org" in text, f"{page.name} has no launch-in-Jupyter (Binder) button"
+
+
+# --- the build really fails when it should -----------------------------------
+
+
+def _mini_book(tmp_path: Path, chapter: str) -> Path:
+    """A one-chapter book with the course's own _config.yml and extension."""
+    from lmcourse.book import ensure_mathjax
+
+    ensure_mathjax(ROOT)  # `npm ci` on a fresh clone, if the session build has not run yet
+    root = tmp_path / "course"
+    book = root / "book"
+    book.mkdir(parents=True)
+    shutil.copy(ROOT / "book" / "_config.yml", book / "_config.yml")
+    (root / "node_modules").symlink_to(ROOT / "node_modules")
+    (book / "references.bib").write_text((ROOT / "book" / "references.bib").read_text())
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n")
+    (book / "intro.md").write_text("# Intro\n\nA test book.\n")
+    header = ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+              "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n")
+    (book / "chapter.md").write_text(header + chapter)
+    return book
+
+
+def _build_mini(book: Path) -> subprocess.CompletedProcess:
+    jb = Path(sys.executable).parent / "jupyter-book"
+    return subprocess.run([str(jb), "build", str(book), "--keep-going", "-W", "-n"],
+                          capture_output=True, text=True, cwd=book.parent)
+
+
+def test_a_cell_error_fails_the_build(tmp_path):
+    book = _mini_book(tmp_path, "# Chapter\n\n```{code-cell} python\nraise ValueError('planted error')\n```\n")
+    proc = _build_mini(book)
+    assert proc.returncode != 0, "a chapter whose cell raises built successfully; the build must fail"
+    assert "planted error" in proc.stdout + proc.stderr
+
+
+BROKEN = {  # what a chapter author might get wrong -> what the build log must name
+    "broken-ref": ("See {ref}`no-such-label`.", "no-such-label"),
+    "broken-doc-link": ("See [the missing page](missing-page.md).", "missing-page"),
+    "missing-image": ("![a figure](missing.png)", "missing.png"),
+    "unknown-role": ("A {unknownrole}`thing`.", "unknownrole"),
+    "unknown-citation": ("As shown by {cite:t}`nobody2099`.", "nobody2099"),
+}
+
+
+def test_broken_references_fail_the_build(tmp_path):
+    """One build with every mistake: `--keep-going` reports them all, `-W` fails on them."""
+    book = _mini_book(tmp_path, "# Chapter\n\n" + "\n\n".join(body for body, _ in BROKEN.values()) + "\n")
+    proc = _build_mini(book)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, "a chapter with broken references built successfully; the build must fail"
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    unreported = [name for name, (_, symptom) in BROKEN.items() if not any(symptom in w for w in warnings)]
+    assert not unreported, f"the build never warned about: {unreported}\n{log[-3000:]}"
+
+
+def test_unchanged_book_rebuilds_from_the_cache(book):
+    """A second build with nothing changed executes no chapter, within the 1-minute budget."""
+    if book.returncode != 0:
+        pytest.skip("the book does not build; see test_book_builds_with_no_warnings")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "lmcourse.cli", "book", "--no-assign", "--check"],
+                          cwd=ROOT, env=mirror_env(), capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-3000:]
+    executed = [line for line in log.splitlines() if "Executing notebook" in line]
+    assert not executed, f"an unchanged chapter was executed again: {executed}"
+    assert seconds < 60, f"a rebuild with nothing changed took {seconds:.0f} s; the budget is 60 s"

@@ -1,0 +1,274 @@
+"""Every page of the built book, opened in a real browser, looks right to a reader.
+
+Headless Chromium (the Debian package, driven by Playwright for Python)
+loads each page from a local HTTP server on 127.0.0.1 and we check what a
+reader would notice: a title, no errors in the console, every image loaded,
+the maths typeset by MathJax (no raw `$$` or `\\(` left on the page), and
+every link inside the site leading to a page and anchor that exist. Any
+request that would leave the machine is blocked and reported: the site must
+work offline. A screenshot of each page goes to book/_build/screenshots/,
+with a summary (sizes, timings) in summary.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from booksite import BUILD, HTML, ROOT, built_book
+
+pytestmark = pytest.mark.slow
+
+SCREENSHOTS = BUILD / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def _chromium() -> str | None:
+    """The Chromium binary: $LMCOURSE_CHROMIUM, else Debian's /usr/bin/chromium, else PATH."""
+    for candidate in (os.environ.get("LMCOURSE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def _pages_from_toc() -> list[str]:
+    """Pages a reader can reach: every _toc.yml entry, plus Sphinx's search and index pages."""
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            pages.append(chapter["file"])
+            pages += [s["file"] for s in chapter.get("sections", [])]
+    return pages + ["search", "genindex"]
+
+
+PAGES = _pages_from_toc()
+
+
+@dataclass
+class PageVisit:
+    """What the browser saw on one page."""
+
+    url: str
+    status: int = 0
+    title: str = ""
+    console_errors: list[str] = field(default_factory=list)
+    broken_images: list[str] = field(default_factory=list)
+    maths: int = 0  # elements Sphinx marked as maths
+    typeset: int = 0  # of those, the ones MathJax replaced by its output
+    tex_errors: list[str] = field(default_factory=list)
+    raw_tex: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # absolute URLs of <a href> on this server
+    screenshot: str = ""
+    screenshot_bytes: int = 0
+    size: tuple[int, int] = (0, 0)
+    seconds: float = 0.0
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest's output for failures
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The built site over HTTP on a free loopback port (as a reader's browser gets it)."""
+    book = built_book()
+    if not (HTML / "intro.html").exists():
+        pytest.fail(f"the book was not built; see test_book.py and book/_build/test-build.log:\n{book.log_tail(30)}")
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+# JavaScript run in the page once it has loaded.
+_WAIT_FOR_IMAGES = """async () => {
+  window.scrollTo(0, document.body.scrollHeight);   // wake lazily loaded images
+  await Promise.all(Array.from(document.images).map(img => img.complete ? null :
+      new Promise(done => { img.addEventListener('load', done); img.addEventListener('error', done); })));
+  window.scrollTo(0, 0);
+}"""
+_WAIT_FOR_MATHJAX = """async () => {
+  if (!document.querySelector('.math')) return 'no maths';
+  const start = Date.now();
+  while (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
+    if (Date.now() - start > 20000) return 'MathJax never started';
+    await new Promise(r => setTimeout(r, 50));
+  }
+  await MathJax.startup.promise;
+  return 'typeset';
+}"""
+_INSPECT = r"""() => {
+  const maths = Array.from(document.querySelectorAll('.math'));
+  // Text a reader sees, outside code blocks and MathJax's own output.
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {acceptNode: n =>
+      n.parentElement.closest('pre, code, script, style, mjx-container, mjx-assistive-mml, .highlight, textarea')
+        ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+  const raw = [];
+  while (walker.nextNode()) {
+    const t = walker.currentNode.textContent;
+    if (/\$\$|\\\(|\\\[|\\begin\{/.test(t)) raw.push(t.trim().slice(0, 80));
+  }
+  return {
+    title: document.title,
+    broken: Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
+                 .map(i => i.getAttribute('src')),
+    maths: maths.length,
+    typeset: maths.filter(m => m.querySelector('mjx-container') || m.tagName === 'MJX-CONTAINER').length,
+    texErrors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.getAttribute('data-mjx-error') || e.textContent),
+    raw: raw,
+    links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def visits(server, tmp_path_factory):
+    """Open every page once in headless Chromium and record what it shows."""
+    chromium = _chromium()
+    if chromium is None:
+        reason = ("Chromium is not installed: the Debian packages `chromium` and `chromium-driver` are needed "
+                  "(`make test` installs them when run as root, through tools/ensure-system-deps.sh)")
+        if os.geteuid() == 0:
+            pytest.fail(reason + "; this run is root, so run `tools/ensure-system-deps.sh` (or `make test`) and re-run")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    results: dict[str, PageVisit] = {}
+    outside: list[str] = []  # requests that tried to leave the machine
+    start = time.perf_counter()
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),  # fresh profile: no cache, no cookies
+            executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+
+        def only_loopback(route):
+            if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
+                route.continue_()
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", only_loopback)
+        page = context.new_page()
+        for name in PAGES:
+            visit = results[name] = PageVisit(url=f"{server}/{name}.html")
+            errors = visit.console_errors
+            on_console = lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None
+            on_error = lambda exc: errors.append(f"uncaught: {exc}")
+            on_response = lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None
+            page.on("console", on_console)
+            page.on("pageerror", on_error)
+            page.on("response", on_response)
+            t0 = time.perf_counter()
+            response = page.goto(visit.url, wait_until="load")
+            visit.status = response.status if response else 0
+            page.evaluate(_WAIT_FOR_IMAGES)
+            mathjax = page.evaluate(_WAIT_FOR_MATHJAX)
+            if mathjax == "MathJax never started":
+                errors.append("MathJax did not load within 20 s")
+            page.wait_for_load_state("networkidle")
+            seen = page.evaluate(_INSPECT)
+            visit.seconds = time.perf_counter() - t0
+            visit.title = seen["title"]
+            visit.broken_images = seen["broken"]
+            visit.maths, visit.typeset = seen["maths"], seen["typeset"]
+            visit.tex_errors, visit.raw_tex = seen["texErrors"], seen["raw"]
+            visit.links = [u for u in seen["links"] if u.startswith(server + "/")]
+            shot = SCREENSHOTS / f"{name.replace('/', '__')}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            visit.screenshot, visit.screenshot_bytes = str(shot.relative_to(ROOT)), shot.stat().st_size
+            visit.size = tuple(page.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"))
+            page.remove_listener("console", on_console)
+            page.remove_listener("pageerror", on_error)
+            page.remove_listener("response", on_response)
+        context.close()
+    total = time.perf_counter() - start
+    summary = {"seconds": round(total, 2), "chromium": chromium, "outside_requests": outside,
+               "pages": {n: {"screenshot": v.screenshot, "bytes": v.screenshot_bytes, "size": list(v.size),
+                             "seconds": round(v.seconds, 2), "maths": v.maths} for n, v in results.items()}}
+    (SCREENSHOTS / "summary.json").write_text(json.dumps(summary, indent=2))
+    return results, outside
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders(visits, name):
+    visit = visits[0][name]
+    where = f"{name}.html"
+    assert visit.status == 200, f"{where}: expected HTTP 200, got {visit.status}"
+    assert visit.title.strip(), f"{where}: the page has no <title>"
+    assert not visit.console_errors, f"{where}: the browser reported errors: {visit.console_errors}"
+    assert not visit.broken_images, f"{where}: images that did not load (naturalWidth 0): {visit.broken_images}"
+    assert visit.typeset == visit.maths, (
+        f"{where}: MathJax typeset {visit.typeset} of {visit.maths} maths elements; open the page and look for raw TeX"
+    )
+    assert not visit.tex_errors, f"{where}: MathJax could not parse some TeX: {visit.tex_errors}"
+    assert not visit.raw_tex, f"{where}: TeX delimiters left as text (maths not typeset): {visit.raw_tex[:5]}"
+    assert visit.screenshot_bytes > 10_000, f"{where}: the screenshot {visit.screenshot} is nearly empty"
+
+
+def test_pages_with_maths_are_typeset(visits):
+    """The notation page is all maths: if MathJax never ran, the check above would pass vacuously there."""
+    assert visits[0]["course/notation"].typeset >= 20
+
+
+def test_nothing_is_fetched_from_the_internet(visits):
+    outside = visits[1]
+    assert not outside, (
+        f"pages asked for {len(outside)} resources outside 127.0.0.1 (the site must work offline): "
+        f"{sorted(set(outside))[:10]}"
+    )
+
+
+def test_every_internal_link_resolves(visits, server):
+    """Each <a href> inside the site leads to a page that exists, and to an anchor that exists on it."""
+    ids_cache: dict[str, set[str] | None] = {}
+
+    def anchors(url: str) -> set[str] | None:
+        if url not in ids_cache:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    body = r.read().decode("utf-8", "replace")
+                ids_cache[url] = set(re.findall(r"\b(?:id|name)=[\"']([^\"']+)", body))
+            except urllib.error.HTTPError:
+                ids_cache[url] = None
+        return ids_cache[url]
+
+    broken = []
+    for name, visit in visits[0].items():
+        for link in sorted(set(visit.links)):
+            target, _, fragment = link.partition("#")
+            if target.endswith("/"):
+                target += "index.html"
+            found = anchors(target)
+            if found is None:
+                broken.append(f"{name}.html -> {link} (no such file)")
+            elif fragment and target.endswith(".html") and urllib.parse.unquote(fragment) not in found:
+                broken.append(f"{name}.html -> {link} (no element with id {fragment!r})")
+    assert not broken, f"{len(broken)} links inside the site lead nowhere:\n" + "\n".join(broken[:30])

@@ -1,0 +1,496 @@
+"""The cheating suite: every known trick scores nothing; an honest module keeps its exact score.
+
+A minimal trusted harness stands in for the pipeline: it computes the
+reference here, asks the worker for the student's value, and compares with
+*its own* numpy / math functions.  Each test asserts on the real effect of the
+trick (file not created, listener got no connection, process not alive,
+score zero), not on the worker's say-so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import resource
+import socket
+import sqlite3
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmcourse.grading import sandbox
+from lmcourse.grading.sandbox import Limits, StudentError, Worker, _bwrap_status
+
+FULL = os.geteuid() == 0 and _bwrap_status()[0]
+needs_full = pytest.mark.skipif(not FULL, reason="needs root and a working bubblewrap (full isolation)")
+REPO = Path(sandbox.__file__).resolve().parents[2]
+LIMITS = Limits(call_timeout=5, import_timeout=20, total_timeout=90, max_processes=32,
+                memory_bytes=2 << 30, max_restarts=3)
+
+INPUTS = [[1.0, 2.0, 4.0], [3.0], [0.1, 0.2, 0.3, 0.4], [float(i) for i in range(10)], [-5.0, 5.0, 1e-3]]
+MAX = len(INPUTS)
+HONEST = "def mean(xs):\n    return sum(xs) / len(xs)\n"
+
+
+def reference_mean(xs):
+    return sum(xs) / len(xs)                        # the "solution", computed on the trusted side
+
+
+def grade(worker: Worker, name: str = "mean") -> int:
+    """The trusted check: one point per input where the student's value is the reference."""
+    points = 0
+    for xs in INPUTS:
+        expected = reference_mean(xs)
+        try:
+            found = worker.call(name, xs)
+        except StudentError:
+            continue
+        if type(found) is float and math.isclose(found, expected, rel_tol=1e-12) \
+                and bool(np.allclose(found, expected, rtol=1e-12, atol=0)):
+            points += 1
+    return points
+
+
+def cheat(text: str) -> str:
+    return textwrap.dedent(text)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def honest():
+    """An honest submission graded alongside every cheat (same process, same time)."""
+    with Worker(HONEST, limits=LIMITS) as w:
+        assert grade(w) == MAX
+        yield w
+        assert grade(w) == MAX
+
+
+@pytest.fixture(autouse=True)
+def honest_keeps_exact_score(honest):
+    yield
+    assert grade(honest) == MAX, "a cheat disturbed the honest submission graded next to it"
+
+
+def score(source: str, limits: Limits = LIMITS, name: str = "mean") -> tuple[int, Worker]:
+    w = Worker(source, limits=limits)
+    try:
+        return grade(w, name), w
+    finally:
+        w.close()
+
+
+# --------------------------------------------------------------------------- #
+
+def test_harness_can_fail():
+    """Sanity: the harness gives partial credit to a half-right module, so zeros below mean something."""
+    half = "def mean(xs):\n    return sum(xs) / len(xs) if len(xs) < 4 else 0.0\n"
+    assert score(half)[0] == 3
+
+
+def test_patched_comparison_functions_are_irrelevant():
+    src = cheat('''
+        import builtins, math
+        import numpy, numpy.testing, torch
+        numpy.allclose = lambda *a, **k: True
+        numpy.isclose = lambda *a, **k: True
+        numpy.array_equal = lambda *a, **k: True
+        numpy.testing.assert_allclose = lambda *a, **k: None
+        math.isclose = lambda *a, **k: True
+        torch.allclose = lambda *a, **k: True
+        def mean(xs):
+            return 0.0
+        def patched():
+            return [numpy.allclose(1, 2), math.isclose(1, 2), torch.allclose(torch.zeros(1), torch.ones(1))]
+    ''')
+    w = Worker(src, limits=Limits(**{**LIMITS.__dict__, "import_timeout": 60}))
+    try:
+        assert w.import_error is None, w.import_error
+        assert w.call("patched") == [True, True, True]        # patched in the worker...
+        assert grade(w) == 0                                  # ...and worthless to the student
+    finally:
+        w.close()
+    assert not np.allclose(1, 2) and not math.isclose(1, 2)   # untouched on the trusted side
+
+
+@pytest.mark.parametrize("patch", ["builtins.isinstance = lambda *a: True", "builtins.type = lambda *a: float",
+                                   "builtins.abs = lambda x: 0.0", "builtins.sum = lambda *a: 0.0",
+                                   "builtins.float = LyingFloat"])
+def test_patched_builtins_score_nothing(patch):
+    src = cheat(f'''
+        import builtins
+        class LyingFloat(float):
+            def __eq__(self, other): return True
+            __hash__ = float.__hash__
+        {patch}
+        def mean(xs):
+            return LyingFloat(0.0)
+    ''')
+    assert score(src)[0] == 0
+
+
+@pytest.mark.parametrize("returned", [
+    "AlwaysEqual()", "LyingFloat(0.0)", "LyingFloat(sum(xs) / len(xs))", "LyingList([0.0])",
+    "LyingDict()", "LyingInt(0)", "LyingStr('0')", "numpy.array([AlwaysEqual()], dtype=object)",
+    "(x for x in [0.0])", "numpy.zeros(1).view(LyingArray)",
+])
+def test_always_equal_objects_and_lying_subclasses(returned):
+    src = cheat(f'''
+        import numpy
+        class AlwaysEqual:
+            def __eq__(self, other): return True
+            def __ne__(self, other): return False
+            __hash__ = object.__hash__
+        class LyingFloat(float):
+            def __eq__(self, other): return True
+            __hash__ = float.__hash__
+        class LyingList(list):
+            def __eq__(self, other): return True
+        class LyingDict(dict):
+            def __eq__(self, other): return True
+        class LyingInt(int):
+            def __eq__(self, other): return True
+            __hash__ = int.__hash__
+        class LyingStr(str):
+            def __eq__(self, other): return True
+            __hash__ = str.__hash__
+        class LyingArray(numpy.ndarray):
+            def __eq__(self, other): return numpy.ones(self.shape, bool)
+        def mean(xs):
+            return {returned}
+    ''')
+    w = Worker(src, limits=LIMITS)
+    try:
+        with pytest.raises(StudentError) as e:
+            w.call("mean", [1.0])
+        assert e.value.kind == "refused-output", e.value
+        assert grade(w) == 0
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("where,how", [
+    ("import", "sys.exit(0)"), ("import", "os._exit(0)"), ("call", "sys.exit(0)"), ("call", "os._exit(0)"),
+    ("call", "raise KeyboardInterrupt"), ("call", "os.kill(os.getpid(), signal.SIGKILL)"),
+])
+def test_exits_score_nothing(where, how):
+    body = f"    {how}\n    return sum(xs) / len(xs)\n" if where == "call" else "    return sum(xs) / len(xs)\n"
+    src = "import os, sys, signal\n" + (f"{how}\n" if where == "import" else "") + "def mean(xs):\n" + body
+    points, w = score(src)
+    assert points == 0
+    if where == "import":
+        assert w.import_error is not None and w.import_error.kind == "import-error"
+    assert w.alive_pids() == []
+
+
+def test_written_results_files_change_nothing(tmp_path):
+    out = tmp_path / "grades-out"
+    (out / "alice").mkdir(parents=True)
+    grades = out / "grades.csv"
+    grades.write_text("student_id,score,max_score\nalice,0,5\n")
+    before = grades.read_bytes()
+    token = os.urandom(8).hex()
+    src = cheat(f'''
+        import json, os
+        FAKE = json.dumps({{"score": 5, "max_score": 5, "tests": [], "token": "{token}"}})
+        TARGETS = ["results.json", "grades.csv", "/tmp/results.json", "/tmp/grades.csv",
+                   "{out}/grades.csv", "{out}/alice/results.json", "{out}/results.json",
+                   "{Path.cwd()}/results.json", "/autograder/results/results.json"]
+        def _write():
+            done = []
+            for t in TARGETS:
+                try:
+                    os.makedirs(os.path.dirname(t) or ".", exist_ok=True)
+                    with open(t, "w") as f:
+                        f.write(FAKE if t.endswith(".json") else "student_id,score\\nalice,5\\n{token}")
+                    done.append(t)
+                except OSError:
+                    pass
+            return done
+        _write()
+        def mean(xs):
+            _write()
+            return 0.0
+    ''')
+    points, w = score(src)
+    assert points == 0
+    if not FULL:
+        # Without full isolation the student can write into the host's folders (the
+        # isolation string says so); the grader still never reads what the worker wrote.
+        return
+    assert grades.read_bytes() == before
+    assert not (out / "alice" / "results.json").exists() and not (out / "results.json").exists()
+    for host_path in ("/tmp/results.json", "/tmp/grades.csv", Path.cwd() / "results.json",
+                      "/autograder/results/results.json"):
+        p = Path(host_path)
+        assert not (p.exists() and token in p.read_text(errors="replace")), p
+
+
+@needs_full
+def test_hidden_checks_solutions_and_other_submissions_are_unreadable(tmp_path):
+    other = tmp_path / "submissions" / "bob.ipynb"
+    other.parent.mkdir()
+    secret = "SECRET-" + os.urandom(8).hex()
+    other.write_text(secret)
+    os.chmod(tmp_path, 0o755)
+    targets = [str(other), str(REPO / "autograder" / "README.md"), str(REPO / "solutions"),
+               str(REPO / "autograder"), str(REPO / "Makefile"), str(REPO / "tests"), "/etc/shadow",
+               "/root", str(Path.home())]
+    src = cheat(f'''
+        import os
+        def peek():
+            found = {{}}
+            for t in {targets!r}:
+                try:
+                    found[t] = sorted(os.listdir(t)) if os.path.isdir(t) else open(t).read()
+                except OSError as e:
+                    found[t] = "ERR " + type(e).__name__
+            return found
+        def mean(xs):
+            peek()
+            return 0.0
+    ''')
+    with Worker(src, limits=LIMITS) as w:
+        found = w.call("peek")
+        assert grade(w) == 0
+    for t in targets[:6]:
+        assert found[t].startswith("ERR") or found[t] == [], (t, found[t])
+    assert secret not in repr(found)
+    readme = (REPO / "autograder" / "README.md")
+    if readme.exists():
+        assert readme.read_text()[:200] not in repr(found)
+
+
+def test_gradebook_edits_are_impossible(tmp_path):
+    db = tmp_path / "out" / "gradebook.db"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as con:
+        con.execute("create table grade (student text, score real)")
+        con.execute("insert into grade values ('alice', 0)")
+    os.chmod(db, 0o666)                 # even a world-writable gradebook
+    os.chmod(db.parent, 0o777)
+    os.chmod(tmp_path, 0o755)
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    src = cheat(f'''
+        import sqlite3
+        def mean(xs):
+            try:
+                with sqlite3.connect("{db}") as con:
+                    con.execute("update grade set score = 100")
+            except Exception:
+                pass
+            try:
+                with open("{db}", "r+b") as f:
+                    f.write(b"corrupt")
+            except OSError:
+                pass
+            return 0.0
+    ''')
+    points, _ = score(src)
+    assert points == 0
+    if FULL:
+        assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    with sqlite3.connect(db) as con:
+        if FULL:
+            assert con.execute("select score from grade").fetchall() == [(0.0,)]
+
+
+def test_ipython_input_transformers_do_nothing():
+    src = cheat('''
+        import IPython
+        from IPython.core.interactiveshell import InteractiveShell
+        BEFORE = IPython.get_ipython()
+        shell = InteractiveShell.instance()
+        def always_pass(lines):
+            return ["assert True\\n"] + [l.replace("assert", "pass #") for l in lines]
+        shell.input_transformers_post.append(always_pass)
+        shell.input_transformers_cleanup.append(always_pass)
+        def mean(xs):
+            return 0.0
+        def state():
+            return [BEFORE is None, len(shell.input_transformers_post)]
+    ''')
+    w = Worker(src, limits=Limits(**{**LIMITS.__dict__, "import_timeout": 60}))
+    try:
+        assert w.import_error is None, w.import_error
+        assert w.call("state")[0] is True          # no IPython kernel in the worker to hook into
+        assert grade(w) == 0
+    finally:
+        w.close()
+    import IPython
+    assert IPython.get_ipython() is None           # nothing registered on the trusted side
+
+
+@needs_full
+def test_killing_the_parent_and_everything_else():
+    grader = os.getpid()
+    src = cheat(f'''
+        import os, signal
+        def _kill_all():
+            if os.getuid() == 0:
+                return      # test safety net: never run this as root outside the namespace sandbox
+            for target in (os.getppid(), {grader}, 1, -1):
+                try:
+                    os.kill(target, signal.SIGKILL)
+                except OSError:
+                    pass
+            for p in os.listdir("/proc"):
+                if p.isdigit() and int(p) != os.getpid():
+                    try:
+                        os.kill(int(p), signal.SIGKILL)
+                    except OSError:
+                        pass
+        _kill_all()
+        def mean(xs):
+            _kill_all()
+            return 0.0
+    ''')
+    with Worker("def whoami():\n    import os\n    return os.getuid()\n", limits=LIMITS) as probe:
+        assert probe.isolation.startswith("full") and probe.call("whoami") != 0
+    points, w = score(src)
+    assert points == 0 and w.isolation.startswith("full")
+    assert alive(grader)                            # we are still here (the honest fixture checks too)
+
+
+@needs_full
+def test_bounded_fork_bomb():
+    src = cheat('''
+        import os, time
+        def bomb(n):
+            made = 0
+            for _ in range(n):
+                try:
+                    if os.fork() == 0:
+                        time.sleep(120)
+                        os._exit(0)
+                    made += 1
+                except OSError:
+                    pass
+            return made
+        def mean(xs):
+            bomb(500)
+            return 0.0
+    ''')
+    with Worker(src, limits=LIMITS) as w:
+        made = w.call("bomb", 500)
+        pids = w.alive_pids()
+        assert made < LIMITS.max_processes and len(pids) <= LIMITS.max_processes + 1   # + namespace init
+        assert grade(w) == 0
+    assert not any(alive(p) for p in pids)
+
+
+def test_bounded_memory_bomb():
+    src = cheat('''
+        def mean(xs):
+            hog = bytearray(20 << 30)
+            return 0.0
+        def creep(xs):
+            hog = []
+            for _ in range(200):
+                hog.append(bytearray(100 << 20))       # 20 GB in 100 MB steps
+            return 0.0
+    ''')
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    with Worker(src, limits=Limits(**{**LIMITS.__dict__, "memory_bytes": 1 << 30})) as w:
+        assert grade(w) == 0
+        with pytest.raises(StudentError) as e:
+            w.call("creep", [1.0])
+        assert "MemoryError" in e.value.message
+    assert time.monotonic() - t0 < 30
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 200_000   # KB: grader unaffected
+
+
+def test_output_flood():
+    src = cheat('''
+        import sys
+        def mean(xs):
+            sys.stdout.write("A" * (100 << 20))
+            return sum(xs) / len(xs)
+    ''')
+    t0 = time.monotonic()
+    with Worker(src, limits=Limits(**{**LIMITS.__dict__, "call_timeout": 20})) as w:
+        with pytest.raises(StudentError) as e:
+            w.call("mean", [1.0])
+        assert e.value.kind == "output-too-large"
+        assert len(w.captured_output) < LIMITS.output_bytes + 200
+    assert time.monotonic() - t0 < 30
+    points, w = score("print('B' * (100 << 20))\n" + HONEST)
+    assert points == 0 and w.import_error is not None
+
+
+def test_infinite_loops():
+    t0 = time.monotonic()
+    points, w = score("while True:\n    pass\n" + HONEST, limits=Limits(**{**LIMITS.__dict__, "import_timeout": 3}))
+    assert points == 0 and "did not finish" in w.import_error.message
+    points, w = score("def mean(xs):\n    while True:\n        pass\n",
+                      limits=Limits(**{**LIMITS.__dict__, "call_timeout": 1}))
+    assert points == 0
+    assert time.monotonic() - t0 < 40
+    assert w.alive_pids() == []
+
+
+@needs_full
+def test_network_connection_to_a_loopback_listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    srv.settimeout(1.0)
+    port = srv.getsockname()[1]
+    src = cheat(f'''
+        import socket
+        def mean(xs):
+            for host in ("127.0.0.1", "localhost", "::1"):
+                try:
+                    s = socket.create_connection((host, {port}), timeout=1)
+                    s.sendall(b"score=100")
+                except OSError:
+                    pass
+            return 0.0
+    ''')
+    try:
+        points, _ = score(src)
+        assert points == 0
+        with pytest.raises(socket.timeout):
+            srv.accept()                             # nobody ever connected
+    finally:
+        srv.close()
+
+
+@needs_full
+def test_orphaned_background_process_is_gone_after_close():
+    src = cheat('''
+        import os, time
+        def mean(xs):
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    time.sleep(300)
+                os._exit(0)
+            os.wait()
+            return 0.0
+    ''')
+    w = Worker(src, limits=LIMITS)
+    try:
+        assert grade(w) == 0
+        pids = w.alive_pids()
+        assert len(pids) >= 3                        # namespace init, worker, the orphan(s)
+    finally:
+        w.close()
+    assert not any(alive(p) for p in pids)
+    assert w.alive_pids() == [] and w.leaked == []
+
+
+def test_honest_submission_graded_fresh_at_the_end():
+    points, w = score(HONEST)
+    assert points == MAX and w.import_error is None

@@ -1,0 +1,193 @@
+"""`lmcourse grade` over a folder, the gradebook, resuming after SIGKILL, `lmcourse check`, Gradescope."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lmcourse.grading.testing import released_notebook, submission_from_solution
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
+AID = "00-fixture"
+CHECK_SOURCE = (FIXTURE / "autograder" / AID / "test_checks.py").read_text()
+ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def lmcourse(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "lmcourse.cli", *map(str, args)], capture_output=True, text=True,
+                          env=ENV, **kw)
+
+
+def make_submissions(folder: Path) -> Path:
+    """alice: honest (flat layout); bob: the release untouched (nbgrader layout); carol: not JSON; dave: broken."""
+    folder.mkdir(parents=True)
+    (submission_from_solution(FIXTURE, AID, folder / "_a")).rename(folder / "alice.ipynb")
+    released_notebook(FIXTURE, AID, folder / "bob" / AID)
+    (folder / "carol.ipynb").write_text("{ this is not a notebook")
+    dave = submission_from_solution(FIXTURE, AID, folder / "_d")
+    dave.write_text(dave.read_text().replace("def softmax(x):", "def softmax(x)"))
+    dave.rename(folder / "dave.ipynb")
+    (folder / "_a").rmdir(), (folder / "_d").rmdir()
+    return folder
+
+
+def hidden_source_lines():
+    return [line.strip() for line in CHECK_SOURCE.splitlines()
+            if len(line.strip()) > 20 and not line.strip().startswith(("#", "from", "import", '"""'))]
+
+
+def test_batch_writes_csv_results_feedback_and_gradebook(tmp_path):
+    subs = make_submissions(tmp_path / "subs")
+    out, db = tmp_path / "out", tmp_path / "gradebook.db"
+    run = lmcourse("grade", AID, subs, "--out", out, "--course", FIXTURE, "--jobs", 2, "--gradebook", db)
+    assert run.returncode == 0, run.stderr
+    assert "carol: not-json" in run.stdout and "dave: syntax-error" in run.stdout
+
+    rows = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "bob", "carol", "dave"}
+    assert [rows[s]["score"] for s in ("alice", "bob", "carol", "dave")] == ["6", "0", "0", "3"]
+    assert rows["alice"]["status"] == "ok" and rows["carol"]["status"] == "not-json"
+    assert rows["dave"]["softmax of a vector sums to one"] == "0" and rows["dave"]["perplexity of random probabilities"] == "1"
+
+    for student in rows:
+        result = json.loads((out / student / "results.json").read_text())
+        assert {"score", "max_score", "tests", "status"} <= set(result)
+        for t in result["tests"]:
+            assert {"name", "score", "max_score", "output", "visibility"} <= set(t)
+        page = (out / student / "feedback.html").read_text()
+        assert "count_words on a short sentence" in page
+        for line in hidden_source_lines():
+            assert line not in page, f"hidden check source in feedback: {line}"
+    assert "is not valid JSON" in (out / "carol" / "feedback.html").read_text()
+
+    # nbgrader's own API reads the grades back (what formgrader and `nbgrader export` use)
+    from lmcourse.grading.assign import tools_on_path
+    tools_on_path()
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{db}") as gb:
+        assert sorted(s.id for s in gb.students) == ["alice", "bob", "carol", "dave"]
+        assert gb.find_submission(AID, "alice").score == 6
+        assert gb.find_submission(AID, "bob").score == 0
+        assert gb.find_grade("test_softmax", AID, AID, "dave").auto_score == 0
+        assert gb.find_grade("test_perplexity", AID, AID, "dave").auto_score == 1
+        assert gb.find_assignment(AID).max_score == 6
+    export = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CourseDirectory.db_url=sqlite:///{db}"],
+                            cwd=tmp_path, env=ENV, capture_output=True, text=True)
+    assert export.returncode == 0, export.stderr
+    exported = {r["student_id"]: r["score"] for r in csv.DictReader((tmp_path / "grades.csv").open())}
+    assert exported == {"alice": "6.0", "bob": "0.0", "carol": "0.0", "dave": "3.0"}
+
+
+def running_with(text: str) -> list[int]:
+    """Pids whose command line mentions ``text``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_killed_batch_resumes_without_regrading(tmp_path):
+    subs = make_submissions(tmp_path / "subs")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "lmcourse.cli", "grade", AID, str(subs), "--out", str(out), "--course", str(FIXTURE),
+           "--jobs", "1", "--no-progress"]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("*/results.json")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the batch and its runner, mid-way
+    proc.wait()
+    time.sleep(0.5)
+    assert not running_with(str(subs)), "a runner outlived its batch"
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    assert 1 <= len(finished) < 4, finished
+    for p in out.glob("*/results.json"):
+        json.loads(p.read_text())  # never a half-written file
+    again = lmcourse("grade", AID, subs, "--out", out, "--course", FIXTURE, "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert f"unchanged {len(finished)}" in again.stdout, again.stdout
+    for student, mtime in finished.items():
+        assert (out / student / "results.json").stat().st_mtime_ns == mtime, f"{student} was graded again"
+    rows = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert set(rows) == {"alice", "bob", "carol", "dave"} and rows["alice"]["score"] == "6"
+
+
+def test_lmcourse_check_says_what_and_where(tmp_path):
+    wrong = submission_from_solution(FIXTURE, AID, tmp_path, replace={
+        "softmax": "def softmax(x):\n    return np.asarray(x) / np.sum(x)"})
+    run = lmcourse("check", AID, wrong, "--course", FIXTURE)
+    assert run.returncode == 1, run.stdout + run.stderr
+    text = run.stdout
+    assert "isolation:" in text
+    assert "✗ softmax of a vector sums to one" in text and "cell 'test_softmax'" in text and "function softmax" in text
+    assert "expected" in text and "found" in text
+    assert "✓ count_words on a short sentence" in text
+    assert "with large logits" not in text, "hidden checks must not run in `lmcourse check`"
+    assert "hidden check(s)" in text
+    honest = lmcourse("check", AID, submission_from_solution(FIXTURE, AID, tmp_path / "ok"), "--course", FIXTURE)
+    assert honest.returncode == 0 and "visible checks: 2 / 2 points" in honest.stdout, honest.stdout
+
+
+def test_gradescope_bundle_runs_in_a_simulated_autograder(tmp_path):
+    zpath = tmp_path / "autograder.zip"
+    run = lmcourse("gradescope", AID, "--out", zpath, "--course", FIXTURE)
+    assert run.returncode == 0, run.stderr
+    ag = tmp_path / "autograder"
+    with zipfile.ZipFile(zpath) as z:
+        names = z.namelist()
+        assert {"setup.sh", "run_autograder", "requirements.txt"} <= set(names)
+        assert f"course/autograder/{AID}/test_checks.py" in names and "src/lmcourse/grading/runner.py" in names
+        assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+        z.extractall(ag / "source")
+    reqs = (ag / "source" / "requirements.txt").read_text().split()
+    assert reqs and all("==" in r for r in reqs) and any(r.startswith("torch==") for r in reqs)
+    (ag / "submission").mkdir()
+    submission_from_solution(FIXTURE, AID, ag / "submission").rename(ag / "submission" / "my work.ipynb")
+    env = dict(ENV, LMCOURSE_AUTOGRADER_DIR=str(ag), LMCOURSE_PYTHON=sys.executable)
+    done = subprocess.run(["bash", str(ag / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((ag / "results" / "results.json").read_text())
+    assert result["score"] == 6, result
+    assert len(result["tests"]) == 5
+    for t in result["tests"]:
+        assert set(t) <= {"score", "max_score", "status", "name", "number", "output", "tags", "visibility",
+                          "extra_data"}
+    assert result["extra_data"]["status"] == "ok"
+
+
+def test_a_crashing_grader_costs_only_its_submission(tmp_path):
+    """A runner that dies (here: a broken check calling os._exit) is replaced; the batch goes on."""
+    import shutil
+
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course)
+    with (course / "autograder" / AID / "test_checks.py").open("a") as f:
+        f.write("\n\n@check(points=0, cell='test_count_words', name='crashes the grader on right answers')\n"
+                "def test_crash(student):\n"
+                "    if student.count_words('x y') == {'x': 1, 'y': 1}:\n"
+                "        import os\n        os._exit(3)\n")
+    subs = tmp_path / "subs"
+    submission_from_solution(course, AID, subs / "_a").rename(subs / "alice.ipynb")
+    released_notebook(course, AID, subs / "bob" / AID)
+    out = tmp_path / "out"
+    run = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress")
+    assert run.returncode == 1  # grader errors are the instructor's to fix: non-zero exit
+    alice = json.loads((out / "alice" / "results.json").read_text())
+    bob = json.loads((out / "bob" / "results.json").read_text())
+    assert alice["status"] == "grader-error" and "stopped" in alice["message"]
+    assert bob["status"] == "ok" and bob["max_score"] == 6 and len(bob["tests"]) == 6
+    again = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress")
+    assert "graded 1, unchanged 1" in again.stdout, again.stdout  # the failed one is retried, not kept

@@ -1,0 +1,137 @@
+"""Grading one notebook: full marks, zero, known-wrong variants, and every kind of bad input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmcourse.grading import assign, grade_notebook
+from lmcourse.grading.testing import released_notebook, submission_from_solution
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
+AID = "00-fixture"
+FAST = {"call_timeout": 3.0, "import_timeout": 8.0, "total_timeout": 60.0}
+CHECK_SOURCE = (FIXTURE / "autograder" / AID / "test_checks.py").read_text()
+
+
+def scores(result):
+    return {t["name"]: t["score"] for t in result["tests"]}
+
+
+def assert_one_line_and_no_leak(result):
+    assert result["status"] and "\n" not in result["status"] and "\n" not in result["message"]
+    blob = json.dumps(result)
+    for line in CHECK_SOURCE.splitlines():
+        if len(line.strip()) > 20 and not line.strip().startswith(("#", "from", "import", '"""')):
+            assert line.strip() not in blob, f"check source leaked: {line.strip()}"
+    assert "Traceback" not in blob and "test_checks.py" not in json.dumps([t["output"] for t in result["tests"]])
+
+
+def test_solution_full_marks_release_zero(tmp_path):
+    honest = grade_notebook(FIXTURE, AID, submission_from_solution(FIXTURE, AID, tmp_path / "a"))
+    assert honest["status"] == "ok" and honest["score"] == honest["max_score"] == 6, honest
+    assert honest["cells"] == {"test_count_words": {"score": 2, "max_score": 2},
+                               "test_softmax": {"score": 3, "max_score": 3},
+                               "test_perplexity": {"score": 1, "max_score": 1}}
+    assert honest["warnings"] == []  # checks' points add up to each test cell's points
+    released = grade_notebook(FIXTURE, AID, released_notebook(FIXTURE, AID, tmp_path / "b"))
+    assert released["score"] == 0 and released["max_score"] == 6
+    assert all("NotImplementedError" in t["output"] for t in released["tests"])
+    assert_one_line_and_no_leak(released)
+    for t in honest["tests"]:
+        assert {"name", "score", "max_score", "output", "visibility", "status"} <= set(t)
+        assert t["visibility"] in ("visible", "after_published")
+    # grading writes nothing next to the hidden checks (no bytecode, no pytest cache)
+    leftovers = [p for p in (FIXTURE / "autograder").rglob("*") if p.name in ("__pycache__", ".pytest_cache")
+                 or p.suffix == ".pyc"]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("name, code, lost", [
+    ("softmax", "def softmax(x):\n    z = np.exp(x)\n    return z / z.sum(axis=-1, keepdims=True)",
+     {"softmax of a batch with large logits (stability)"}),
+    ("count_words", "def count_words(text):\n    out = {}\n    for w in text.split(' '):\n"
+                    "        out[w] = out.get(w, 0) + 1\n    return out",
+     {"count_words on random text with repeated spaces"}),
+    ("perplexity", "def perplexity(probs):\n    return float(np.prod(probs) ** (-1 / len(probs))) + 0.01",
+     {"perplexity of random probabilities"}),
+])
+def test_known_wrong_variant_loses_exactly_its_check(tmp_path, name, code, lost):
+    result = grade_notebook(FIXTURE, AID, submission_from_solution(FIXTURE, AID, tmp_path, replace={name: code}))
+    assert {n for n, s in scores(result).items() if s == 0} == lost, result["tests"]
+    assert result["status"] == "ok"
+    failed = next(t for t in result["tests"] if t["name"] in lost)
+    assert "expected" in failed["output"] and "found" in failed["output"]
+    assert_one_line_and_no_leak(result)
+
+
+def _edit(nb_path, fn):
+    nb = json.loads(nb_path.read_text())
+    fn(nb)
+    nb_path.write_text(json.dumps(nb))
+    return nb_path
+
+
+def _cell(nb, gid):
+    return next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
+
+
+def _set(gid, src):
+    return lambda nb: _cell(nb, gid).__setitem__("source", src)
+
+
+ALL = {"count_words on a short sentence", "count_words on random text with repeated spaces",
+       "softmax of a vector sums to one", "softmax of a batch with large logits (stability)",
+       "perplexity of random probabilities"}
+SOFTMAX = {"softmax of a vector sums to one", "softmax of a batch with large logits (stability)"}
+COUNT = {"count_words on a short sentence", "count_words on random text with repeated spaces"}
+
+# name -> (how to break an honest notebook, status, checks that must score 0 (the rest keep full marks))
+BAD = {
+    "non-json": (lambda p: p.write_text("this is not json {"), "not-json", ALL),
+    "empty": (lambda p: p.write_bytes(b""), "empty", ALL),
+    "json-not-notebook": (lambda p: p.write_text('{"hello": "world"}'), "not-a-notebook", ALL),
+    "old-nbformat": (lambda p: p.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                     "worksheets": [{"cells": []}]})), "old-nbformat", ALL),
+    "deleted-answer-cell": (lambda p: _edit(p, lambda nb: nb["cells"].remove(_cell(nb, "softmax"))),
+                            "missing-cell", SOFTMAX),
+    "renamed-test-cell": (lambda p: _edit(p, lambda nb: _cell(nb, "test_count_words")["metadata"]["nbgrader"]
+                                          .__setitem__("grade_id", "my_test")), "missing-cell", COUNT),
+    "modified-test-cell": (lambda p: _edit(p, _set("test_softmax", "assert True")), "modified-cell", SOFTMAX),
+    "modified-locked-cell": (lambda p: _edit(p, _set("setup", "import numpy as np\nimport math\nnp.exp = abs")),
+                             "modified-cell", set()),
+    "syntax-error": (lambda p: _edit(p, _set("perplexity", "def perplexity(probs)\n    return 1")), "syntax-error",
+                     {"perplexity of random probabilities"}),
+    "exception-at-import": (lambda p: _edit(p, _set("count_words", "def count_words(t):\n    return {}\n\n1 / 0")),
+                            "import-error", ALL),
+    "infinite-loop": (lambda p: _edit(p, _set("perplexity", "def perplexity(probs):\n    while True:\n        pass")),
+                      "timeout", {"perplexity of random probabilities"}),
+    "infinite-loop-at-import": (lambda p: _edit(p, _set("perplexity", "while True:\n    pass")), "import-error", ALL),
+    "missing-function": (lambda p: _edit(p, _set("softmax", "def soft_max(x):\n    return x")), "missing", SOFTMAX),
+    "huge-output": (lambda p: _edit(p, _set("count_words", "def count_words(text):\n    print('x' * 30_000_000)\n"
+                                            "    return {}")), "output-too-large", COUNT),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_scores_zero_on_what_it_breaks(tmp_path, case):
+    breaker, status, zero = BAD[case]
+    path = submission_from_solution(FIXTURE, AID, tmp_path)
+    breaker(path)
+    result = grade_notebook(FIXTURE, AID, path, limits=FAST)
+    got = scores(result)
+    assert set(got) == ALL
+    assert {n for n, s in got.items() if s == 0} == zero, (result["status"], result["tests"])
+    assert result["status"] == status, (result["status"], result["message"])
+    assert len(result["message"]) > 20
+    assert_one_line_and_no_leak(result)
+
+
+@pytest.mark.skipif("01-ngrams" not in assign.assignment_ids(ROOT), reason="unit 01-ngrams not present")
+def test_real_unit_solution_full_release_zero(tmp_path):
+    honest = grade_notebook(ROOT, "01-ngrams", submission_from_solution(ROOT, "01-ngrams", tmp_path / "a"))
+    assert honest["score"] == honest["max_score"] > 0, [t for t in honest["tests"] if t["score"] < t["max_score"]]
+    assert honest["status"] == "ok" and honest["warnings"] == []
+    released = grade_notebook(ROOT, "01-ngrams", released_notebook(ROOT, "01-ngrams", tmp_path / "b"))
+    assert released["score"] == 0 and released["max_score"] == honest["max_score"]
