@@ -1,0 +1,120 @@
+"""Checks for Parts 2-3: subsampling of frequent words, the noise distribution, negative samples.
+
+The statistical checks are never flaky: the grader's inputs and seeds are
+fixed, so an implementation always gets the same outcome, and a correct one
+fails them with probability about 1e-6 over the choice of implementation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import chi2
+
+from lmcourse.grading.checks import check, expect_close, expect_shape
+
+P_THRESHOLD = 1e-6
+
+
+@check(points=1, cell="test_subsampling", name="keep_probabilities: min(1, sqrt(t/f) + t/f) with f = count / total",
+       visibility="visible")
+def test_keep_probabilities(student, reference, rng):
+    for sample in (1e-3, 1e-2, 0.2):
+        counts = rng.integers(1, 5000, size=15)
+        counts[0] = 200_000  # one very frequent word, as "the"
+        expect_close(student.keep_probabilities(counts, sample=sample), reference.keep_probabilities(counts, sample=sample),
+                     what=f"keep_probabilities of 15 random counts with sample={sample:g} (shape (15,), values in (0, 1])")
+
+
+def _int_sentences(found, n: int, what: str) -> list[np.ndarray]:
+    if not isinstance(found, (list, tuple)) or len(found) != n:
+        raise AssertionError(f"{what}: expected a list of {n} sentences (one per input sentence, possibly empty), "
+                             f"found {type(found).__name__}" + (f" of length {len(found)}" if isinstance(found, (list, tuple)) else ""))
+    out = []
+    for s in found:
+        arr = np.asarray(s)
+        if arr.size and (arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer)):
+            raise AssertionError(f"{what}: every sentence must be a 1-D list or array of integer word ids, "
+                                 f"found shape {arr.shape} of {arr.dtype}")
+        out.append(arr.astype(np.int64).reshape(-1))
+    return out
+
+
+def _is_subsequence(short: np.ndarray, long: list[int]) -> bool:
+    it = iter(long)
+    return all(any(x == y for y in it) for x in short.tolist())
+
+
+@check(points=2, cell="test_subsampling", name="subsample: each word kept with its keep probability, in order, seeded")
+def test_subsample(student, rng):
+    keep = np.array([0.0, 0.1, 0.5, 0.9, 1.0])
+    sentences = [rng.integers(0, 5, size=int(m)).tolist() for m in rng.integers(0, 60, size=300)]
+    what = "subsample of 300 sentences of words 0..4 with keep_prob [0, 0.1, 0.5, 0.9, 1]"
+    first = _int_sentences(student.subsample(sentences, keep, 11), len(sentences), what)
+    for kept, original in zip(first, sentences):
+        if not _is_subsequence(kept, original):
+            raise AssertionError(f"{what}: a returned sentence is not the original with some words removed "
+                                 "(the survivors must keep their order)")
+    again = _int_sentences(student.subsample(sentences, keep, 11), len(sentences), what)
+    if any(not np.array_equal(x, y) for x, y in zip(first, again)):
+        raise AssertionError(f"{what}: two calls with the same seed gave different results; draw from "
+                             "np.random.default_rng(seed), never the global random state")
+    other = _int_sentences(student.subsample(sentences, keep, 12), len(sentences), what)
+    if all(np.array_equal(x, y) for x, y in zip(first, other)):
+        raise AssertionError(f"{what}: seeds 11 and 12 gave exactly the same result; the draws must depend on the seed")
+    before = np.bincount(np.concatenate([np.asarray(s, dtype=np.int64) for s in sentences]), minlength=5)
+    after = np.bincount(np.concatenate(first + [np.zeros(0, np.int64)]), minlength=5)[:5]
+    for w in range(5):
+        p, n, k = keep[w], before[w], after[w]
+        sd = np.sqrt(max(p * (1 - p), 1e-12) / n)
+        if abs(k / n - p) > 6 * sd:
+            raise AssertionError(f"{what}: word {w} (keep probability {p:g}) kept {k} of {n} times "
+                                 f"({k / n:.3f}); expected a fraction within {6 * sd:.3f} of {p:g}")
+
+
+@check(points=2, cell="test_negatives", name="noise_distribution: proportional to count ** 0.75, sums to 1")
+def test_noise_distribution(student, reference, rng):
+    counts = rng.integers(1, 2000, size=20)
+    found = expect_shape(student.noise_distribution(counts), (20,), what="noise_distribution of 20 random counts")
+    found = found.astype(np.float64)
+    if not np.isclose(found.sum(), 1.0) or (found < 0).any():
+        raise AssertionError(f"noise_distribution of 20 random counts: expected probabilities >= 0 summing to 1, "
+                             f"found a sum of {found.sum():.6g}")
+    # The exponent, read off two words whose counts differ by a factor of 16.
+    pair = student.noise_distribution(np.array([16, 1, 10]))
+    ratio = float(np.asarray(pair, dtype=np.float64)[0] / np.asarray(pair, dtype=np.float64)[1])
+    if not np.isclose(ratio, 8.0, rtol=1e-6):
+        exponent = np.log(ratio) / np.log(16) if ratio > 0 else float("nan")
+        raise AssertionError(f"noise_distribution of counts [16, 1, 10]: a count 16 times larger should be "
+                             f"16 ** 0.75 = 8 times more probable; found {ratio:.4g} times (exponent {exponent:.3g})")
+    expect_close(found, reference.noise_distribution(counts), what="noise_distribution of 20 random counts")
+    expect_close(student.noise_distribution(counts, power=0.5), reference.noise_distribution(counts, power=0.5),
+                 what="noise_distribution(counts, power=0.5)")
+
+
+@check(points=1, cell="test_negatives", name="draw_negatives: shape (n, k), seeded, frequencies follow the noise distribution")
+def test_draw_negatives(student, rng):
+    noise = rng.dirichlet(np.ones(8))
+    noise[3] = 0.0
+    noise /= noise.sum()
+    n, k = 2000, 5
+    what = f"draw_negatives(noise over 8 words, n={n}, k={k})"
+    found = expect_shape(student.draw_negatives(noise, n, k, 5), (n, k), what=what)
+    if not np.issubdtype(found.dtype, np.integer):
+        raise AssertionError(f"{what}: expected integer word ids, found dtype {found.dtype}")
+    if found.min() < 0 or found.max() >= 8:
+        raise AssertionError(f"{what}: word ids must be in 0..7, found {found.min()}..{found.max()}")
+    if (found == 3).any():
+        raise AssertionError(f"{what}: drew word 3 {(found == 3).sum()} times, but its probability is 0")
+    again = np.asarray(student.draw_negatives(noise, n, k, 5))
+    if not np.array_equal(found, again):
+        raise AssertionError(f"{what}: two calls with the same seed gave different draws; use np.random.default_rng(seed)")
+    observed = np.bincount(found.reshape(-1), minlength=8)
+    expected = n * k * noise
+    keep = expected > 0
+    stat = float(((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum())
+    p_value = float(chi2.sf(stat, int(keep.sum()) - 1))
+    if p_value < P_THRESHOLD:
+        worst = int(np.argmax(np.abs(observed - expected)))
+        raise AssertionError(f"{what}: the {n * k} draws do not follow the noise distribution (chi-square {stat:.1f}, "
+                             f"p-value {p_value:.1e}); e.g. word {worst} came {observed[worst]} times, "
+                             f"expected about {expected[worst]:.0f}")
