@@ -25,3 +25,9 @@ def mirror() -> Path:
         if (c / "tinyshakespeare.txt").exists():
             return c
     pytest.skip("no offline mirror of the corpora (set LMCOURSE_DATA_MIRROR)")
+
+
+def pytest_generate_tests(metafunc):
+    from unit_contract import parametrize_variants
+
+    parametrize_variants(metafunc)
