@@ -27,17 +27,26 @@ WS353, SL999  Spearman correlation of cosine with human similarity on the pairs 
             vocabulary (WordSim-353, SimLex-999); coverage = the share of pairs
 With several seeds the quality columns are the mean over the seeds and +- their standard deviation.
 
-Measured (2 shared CPU cores, torch 2.13 CPU, gensim 4.4; `--seeds 3`, 2026-11-22)
-----------------------------------------------------------------------------------
+Measured (2 shared CPU cores, torch 2.13 CPU, gensim 4.4; `--seeds 3`, 2026-11-22 05:39 UTC, load ~1.5)
+------------------------------------------------------------------------------------------------------
 | model                              | train s | words/s | x gensim | analogy (cov.)      | WS353 rho (cov.)    | SL999 rho (cov.)    |
-| reference (train_sgns)             |    12.7 |  74,231 |    4.57x | 0.027 +- 0.008 (3%) | 0.096 +- 0.005 (13%)| 0.018 +- 0.005 (27%)|
-| gensim, same window                |     2.8 | 339,141 |    1.00x | 0.026 +- 0.005 (3%) | 0.055 +- 0.010 (13%)| 0.028 +- 0.011 (27%)|
-| gensim, default (shrinking window) |     2.2 | 420,943 |    0.81x | 0.046 +- 0.005 (3%) | 0.031 +- 0.046 (13%)| 0.006 +- 0.015 (27%)|
+| reference (train_sgns)             |    12.2 |  77,519 |    4.51x | 0.025 +- 0.002 (3%) | 0.065 +- 0.006 (13%)| 0.028 +- 0.008 (27%)|
+| gensim, same window                |     2.7 | 349,668 |    1.00x | 0.026 +- 0.005 (3%) | 0.056 +- 0.008 (13%)| 0.026 +- 0.011 (27%)|
+| gensim, default (shrinking window) |     2.2 | 422,187 |    0.83x | 0.043 +- 0.003 (3%) | 0.031 +- 0.035 (13%)| 0.007 +- 0.019 (27%)|
 Quality is the same within the seed-to-seed spread (the corpus is too small and too old for
 these sets: 3% of the analogy questions and 13% / 27% of the pairs are in its vocabulary).
-Time: the reference is about 4.5x gensim's, short of the 2x goal: each SGD step gathers and
-scatters a (batch, negatives, dim) block in torch, where gensim's Cython loop stays in cache.
-On a heavily shared machine (load average above 50) the same run took 55-66 s against 4.3 s.
+Time: still about 4.5x gensim's, short of the 2x goal. train_sgns now prepares each epoch in
+vectorised NumPy (subsampling and pairs on one stream, noise words from a unigram table: well
+under a second for all 5 epochs, from about 4.5 s on a busy machine), and runs its SGD loop on one thread with one
+gather and two index_add_ scatters per batch on a stacked [W_t; W_c]. The loop itself is the
+limit: each step gathers and scatters a (batch, 2 + negatives, dim) block in torch, about 3-4 us
+a pair, where gensim's Cython loop stays in cache. One thread because torch's per-batch ops are
+too small to split: on this shared machine 2 threads took 2x the wall time and 2-3x the CPU time
+whenever the other core was busy. Against the previous version (2 torch threads, rng.choice
+negatives, per-sentence subsampling), batch 4096:
+  quiet machine (load ~1.5, this script minutes apart): previous 10.6 s (4.45x), this 11.3-12.2 s (4.5-5.3x)
+  busy machine (load ~3-4, interleaved in one process): previous 35-56 s wall / 37-56 s CPU,
+                                                         this 14.4-14.6 s wall / 14 s CPU
 """
 
 from __future__ import annotations
