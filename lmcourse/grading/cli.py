@@ -8,10 +8,6 @@ import textwrap
 from pathlib import Path
 
 
-def _course(root: Path, args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "course", None) or root).resolve()
-
-
 def _known(root: Path, assignment_id: str) -> None:
     from lmcourse.cli import CommandError
     from lmcourse.grading.assign import assignment_ids
@@ -27,7 +23,6 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     from lmcourse.grading import batch
     from lmcourse.grading.runner import resolve_tier
 
-    root = _course(root, args)
     _known(root, args.assignment)
     if not args.submissions.is_dir():
         raise CommandError(f"{args.submissions} is not a folder (expected <student>.ipynb or <student>/{args.assignment}/"
@@ -46,7 +41,6 @@ def check(root: Path, args: argparse.Namespace) -> int:
     from lmcourse.cli import CommandError
     from lmcourse.grading.runner import GraderError, grade as grade_one
 
-    root = _course(root, args)
     _known(root, args.assignment)
     if not args.notebook.exists():
         raise CommandError(f"{args.notebook} does not exist")
@@ -92,7 +86,6 @@ def gradescope(root: Path, args: argparse.Namespace) -> int:
     """Build the Gradescope autograder zip (see :mod:`lmcourse.grading.gradescope`)."""
     from lmcourse.grading import gradescope as gs
 
-    root = _course(root, args)
     _known(root, args.assignment)
     path = gs.build(root, args.assignment, args.out)
     print(f"{args.assignment}: Gradescope autograder written to {path}")
