@@ -24,6 +24,7 @@ import pytest
 
 from lmcourse.grading import sandbox
 from lmcourse.grading.sandbox import Limits, StudentError, Worker, _bwrap_status
+from procs import alive
 
 FULL = os.geteuid() == 0 and _bwrap_status()[0]
 needs_full = pytest.mark.skipif(not FULL, reason="needs root and a working bubblewrap (full isolation)")
@@ -57,14 +58,6 @@ def grade(worker: Worker, name: str = "mean") -> int:
 
 def cheat(text: str) -> str:
     return textwrap.dedent(text)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmcourse.grading import probes, sandbox
 from lmcourse.grading.sandbox import Limits, SandboxError, StudentError, Worker, _bwrap_status
+from procs import alive
 
 ROOT = os.geteuid() == 0
 FULL = ROOT and _bwrap_status()[0]
@@ -25,14 +26,6 @@ FAST = Limits(call_timeout=10, import_timeout=20, total_timeout=120, cpu_seconds
 
 def src(text: str) -> str:
     return textwrap.dedent(text)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 BASIC = src('''
