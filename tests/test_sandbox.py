@@ -207,6 +207,32 @@ PROBE_MODULE = src('''
         def norm(self, x, p=2):
             return torch.linalg.vector_norm(x, ord=p, dim=-1)
 
+    class Carry(nn.Module):  # takes and returns a (h, c) pair, as an LSTM cell does
+        def __init__(self, d):
+            super().__init__()
+            self.w = nn.Linear(d, d)
+        def forward(self, x, state):
+            h, c = state
+            return torch.tanh(self.w(x) + h), c * 2 + h
+
+    class BuiltIn(nn.Module):  # PyTorch's own recurrent cell
+        def __init__(self, d):
+            super().__init__()
+            self.cell = nn.LSTMCell(d, d)
+        def forward(self, x):
+            return self.cell(x)[0]
+
+    def mean_square(x, scale=1.0):
+        return scale * (x ** 2).mean()
+
+    def halve_grads(parameters, factor=0.5):
+        n = 0
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.mul_(factor)
+                n += 1
+        return n
+
     def train(steps, d):
         torch.manual_seed(0)
         m = Block(d)
@@ -275,6 +301,46 @@ def test_probe_shapes_methods_training(probe_worker, trusted_module):
     assert e.value.kind == "missing" and "Missing" in e.value.message
     with pytest.raises(ValueError):
         probe_worker.probe("no_such_probe")
+
+
+def test_probe_tuple_inputs_tensor_functions_and_parameters(probe_worker, trusted_module):
+    rng = np.random.default_rng(1)
+    x, h, c = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3))
+    kw = dict(cls="Carry", init_kwargs={"d": 3}, inputs=[x, (h, c)], seed=0)
+    got = probe_worker.probe("module_forward", **kw)
+    ref = probes.run_local("module_forward", trusted_module, **kw)
+    gx, (gh, gc) = got["input_grads"]  # a pair in, a pair of gradients out
+    for a, b in zip((gx, gh, gc), (ref["input_grads"][0], *ref["input_grads"][1])):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert np.abs(gc).sum() > 0
+
+    out = probe_worker.probe("call_with_tensors", fn="mean_square", args=[x], kwargs={"scale": 2.0}, grad_args=[0])
+    np.testing.assert_allclose(out["result"], 2 * (x.astype(np.float64) ** 2).mean(), rtol=1e-6)
+    np.testing.assert_allclose(out["grads"][0], 4 * x / x.size, rtol=1e-5)
+    assert type(probe_worker.probe("call_with_tensors", fn="mean_square", args=[x])) is np.ndarray
+
+    grads = [np.ones((2, 2), np.float32), None, np.full(3, 4.0, np.float32)]
+    out = probe_worker.probe("call_with_parameters", fn="halve_grads", grads=grads, iterator=True)
+    assert out["result"] == 2 and out["grads"][1] is None
+    np.testing.assert_allclose(out["grads"][0], 0.5)
+    np.testing.assert_allclose(out["grads"][2], 2.0)
+
+
+def test_probe_refuses_builtin_rnn_only_when_asked(probe_worker, trusted_module):
+    x = np.ones((2, 3), np.float32)
+    kw = dict(cls="BuiltIn", init_kwargs={"d": 3}, inputs=[x], grad=False)
+    with pytest.raises(StudentError) as e:
+        probe_worker.probe("module_forward", no_builtin_rnn=True, **kw)
+    assert e.value.kind == "exception" and "BuiltinRNNUsed" in e.value.message
+    assert e.value.message.startswith("`BuiltIn` raised")  # the student's class, not the probe's name
+    assert probe_worker.probe("module_forward", **kw)["outputs"][0].shape == (2, 3)  # restored afterwards
+    import torch
+    with probes.without_builtin_rnn():
+        with pytest.raises(probes.BuiltinRNNUsed):
+            torch.nn.LSTM(3, 4)(torch.ones(1, 2, 3))
+        with pytest.raises(probes.BuiltinRNNUsed):
+            torch.nn.GRUCell(3, 4)(torch.ones(2, 3))
+    assert torch.nn.LSTM(3, 4)(torch.ones(1, 2, 3))[0].shape == (1, 2, 4)
 
 
 # ------------------------------------------------------------------ partial mode (no namespaces)

@@ -33,6 +33,7 @@ reference module gives comparable numbers.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Callable
 
@@ -154,17 +155,69 @@ def instantiate(module, cls: str, init_kwargs=None, state_dict=None, seed=None, 
     return obj
 
 
+# Torch's fused recurrent kernels, which nn.RNN, nn.LSTM, nn.GRU and their cells call.
+BUILTIN_RNN = ("rnn_tanh", "rnn_tanh_cell", "rnn_relu", "rnn_relu_cell", "lstm", "lstm_cell", "gru", "gru_cell")
+
+
+class BuiltinRNNUsed(RuntimeError):
+    """Raised inside the student's code when an assignment that asks for a recurrent layer
+    written with tensor operations calls one of PyTorch's built-in recurrent layers."""
+
+
+@contextlib.contextmanager
+def without_builtin_rnn(active: bool = True):
+    """While active, PyTorch's built-in recurrent kernels raise `BuiltinRNNUsed`.
+
+    nn.RNN / nn.LSTM / nn.GRU and their cells all end in ``torch._VF.<kernel>``
+    (and ``torch.<kernel>`` is the same function), so replacing those names
+    catches the layers however they were imported. Deliberate evasion (calling
+    torch._C directly) is possible: this catches the honest mistake, and the
+    other checks still compare every number.
+    """
+    if not active:
+        yield
+        return
+    torch = _torch()
+
+    def refuse(name):
+        def builtin(*args, **kwargs):
+            raise BuiltinRNNUsed(f"PyTorch's built-in recurrent layer was called (torch's `{name}` kernel, used by "
+                                 "nn.RNN, nn.LSTM, nn.GRU and their cells); this assignment asks for the "
+                                 "recurrence written with tensor operations")
+        return builtin
+
+    saved = {}
+    try:
+        for name in BUILTIN_RNN:
+            saved[name] = torch.__dict__.get(name)
+            setattr(torch._VF, name, refuse(name))
+            if name in torch.__dict__:
+                setattr(torch, name, refuse(name))
+        yield
+    finally:
+        for name, original in saved.items():
+            torch._VF.__dict__.pop(name, None)
+            if original is not None:
+                setattr(torch, name, original)
+
+
 # --------------------------------------------------------------------------- #
 # generic probes
 # --------------------------------------------------------------------------- #
 
 @probe
 def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwargs=None,
-                state_dict=None, seed=None, tensors: bool = False):
+                state_dict=None, seed=None, tensors: bool = False, no_builtin_rnn: bool = False):
     """Instantiate `cls` (weights optional) and return ``obj.<method>(*args, **kwargs)``.
 
     tensors=True turns array arguments into torch tensors first.
+    no_builtin_rnn=True refuses PyTorch's own recurrent layers (`without_builtin_rnn`).
     """
+    with without_builtin_rnn(no_builtin_rnn):
+        return _call_method(module, cls, method, init_kwargs, args, kwargs, state_dict, seed, tensors)
+
+
+def _call_method(module, cls, method, init_kwargs, args, kwargs, state_dict, seed, tensors):
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if type(method) is not str or method.startswith("__"):
         raise ProbeUsageError("method must be a public method name")
@@ -210,10 +263,30 @@ def parameter_shapes(module, *, cls: str, init_kwargs=None, seed=None):
     return shapes
 
 
+def _requiring_grad(x):
+    """A copy of x whose floating tensors (in tuples and lists too: an LSTM's (h, c)) require grad."""
+    torch = _torch()
+    if isinstance(x, torch.Tensor):
+        return x.clone().requires_grad_(True) if x.is_floating_point() else x
+    if type(x) in (tuple, list):
+        return type(x)(_requiring_grad(v) for v in x)
+    return x
+
+
+def _grad_of(x):
+    """The gradient of each tensor in x (None where there is none), in x's structure."""
+    torch = _torch()
+    if isinstance(x, torch.Tensor):
+        return to_array(x.grad) if x.grad is not None else None
+    if type(x) in (tuple, list):
+        return type(x)(_grad_of(v) for v in x)
+    return None
+
+
 @probe
 def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, inputs=(), kwargs=None,
                    grad: bool = True, grad_outputs=None, seed: int | None = 0, train: bool = False,
-                   dtype: str | None = None):
+                   dtype: str | None = None, no_builtin_rnn: bool = False):
     """Forward (and backward) of ``module.<cls>(**init_kwargs)`` with given weights.
 
     inputs: positional arguments (arrays become tensors, dtype kept).  With
@@ -222,9 +295,19 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     each output tensor) or, if not given, standard normal weights drawn with
     `seed` (so a trusted `run_local` with the same seed uses the same ones).
 
+    A tuple or list input (an LSTM's ``(h, c)``) gets a tuple or list of
+    gradients in ``input_grads``. no_builtin_rnn=True refuses PyTorch's own
+    recurrent layers while the module is built and run (`without_builtin_rnn`).
+
     Returns ``{"outputs": [arrays], "input_grads": [array or None],
     "param_grads": {name: array or None}}``.
     """
+    with without_builtin_rnn(no_builtin_rnn):
+        return _module_forward(module, cls, init_kwargs, state_dict, inputs, kwargs, grad, grad_outputs, seed, train,
+                               dtype)
+
+
+def _module_forward(module, cls, init_kwargs, state_dict, inputs, kwargs, grad, grad_outputs, seed, train, dtype):
     torch = _torch()
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if not isinstance(obj, torch.nn.Module):
@@ -235,8 +318,7 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     xs = [to_tensor(x) for x in (inputs or ())]
     kw = to_tensor(dict(kwargs or {}))
     if grad:
-        xs = [x.clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-              for x in xs]
+        xs = [_requiring_grad(x) for x in xs]
     with torch.set_grad_enabled(bool(grad)):
         out = obj(*xs, **kw)
     outs = _flat_tensors(out)
@@ -253,8 +335,7 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
                 gs = [to_tensor(g).to(o.dtype) for g, o in zip(grad_outputs, diff)]
             total = sum((o * g).sum() for o, g in zip(diff, gs))
             total.backward()
-        result["input_grads"] = [to_array(x.grad) if isinstance(x, torch.Tensor) and x.grad is not None
-                                 else None for x in xs]
+        result["input_grads"] = [_grad_of(x) for x in xs]
         result["param_grads"] = {name: (to_array(p.grad) if p.grad is not None else None)
                                  for name, p in obj.named_parameters()}
     return result
@@ -262,12 +343,18 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
 
 @probe
 def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
-                     eval_kwargs=None):
+                     eval_kwargs=None, no_builtin_rnn: bool = False):
     """Call the student's training function ``fn(**config)``, which returns a model,
     then return the model's outputs (logits) on `eval_inputs` in eval mode.
 
     The grader computes the loss from the returned logits itself.
+    no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
     """
+    with without_builtin_rnn(no_builtin_rnn):
+        return _train_and_logits(module, fn, config, eval_inputs, seed, eval_kwargs)
+
+
+def _train_and_logits(module, fn, config, eval_inputs, seed, eval_kwargs):
     torch = _torch()
     seed_everything(seed)
     train_fn = _get(module, fn, "function")
@@ -276,6 +363,9 @@ def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: in
         raise Missing(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
     model.eval()
     x = to_tensor(eval_inputs)
+    first = next(iter(model.parameters()), None)
+    if first is not None:  # a model trained on a GPU is asked there
+        x = [v.to(first.device) for v in x] if isinstance(x, (list, tuple)) else x.to(first.device)
     with torch.no_grad():
         out = model(x, **to_tensor(dict(eval_kwargs or {}))) if not isinstance(x, (list, tuple)) \
             else model(*x, **to_tensor(dict(eval_kwargs or {})))
@@ -284,3 +374,65 @@ def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: in
     if not isinstance(out, torch.Tensor):
         raise Missing(f"the model returned by {fn} must output a tensor of logits")
     return to_array(out)
+
+
+@probe
+def call_with_tensors(module, *, fn: str, args=(), kwargs=None, grad_args=(), seed: int | None = 0):
+    """``fn(*args, **kwargs)`` for a function written for torch tensors: arrays become tensors first.
+
+    grad_args: positions of floating arguments to differentiate with respect to;
+    then the result must be a scalar tensor, and the probe returns
+    ``{"result": value, "grads": [d result / d args[i] for i in grad_args]}``.
+    Otherwise it returns the result itself (tensors come back as arrays).
+    torch's global generator is seeded with `seed` first.
+    """
+    torch = _torch()
+    f = _get(module, fn, "function")
+    seed_everything(seed)
+    args = list(to_tensor(list(args or ())))
+    kw = to_tensor(dict(kwargs or {}))
+    grad_args = [int(i) for i in (grad_args or ())]
+    for i in grad_args:
+        if not (0 <= i < len(args)) or not isinstance(args[i], torch.Tensor) or not args[i].is_floating_point():
+            raise ProbeUsageError("grad_args must name floating tensor arguments")
+        args[i] = args[i].clone().requires_grad_(True)
+    with torch.set_grad_enabled(bool(grad_args)):
+        out = f(*args, **kw)
+    if not grad_args:
+        return to_array(out)
+    if not isinstance(out, torch.Tensor) or out.numel() != 1:
+        raise Missing(f"{fn} must return a scalar tensor, it returned "
+                      + (f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else
+                         f"a {type(out).__name__}"))
+    if not out.requires_grad:
+        raise Missing(f"{fn} returned a tensor without a gradient: keep the computation in torch "
+                      "(no .item(), .numpy() or .detach())")
+    out.reshape(()).backward()
+    return {"result": to_array(out), "grads": [_grad_of(args[i]) for i in grad_args]}
+
+
+@probe
+def call_with_parameters(module, *, fn: str, grads, args=(), kwargs=None, iterator: bool = False):
+    """Build one ``nn.Parameter`` per entry of `grads` (zeros, with that array as its ``.grad``;
+    None: a parameter without a gradient), call ``fn(parameters, *args, **kwargs)``, and
+    return ``{"result": its return value, "grads": [each .grad afterwards, or None]}``.
+
+    For functions that work on gradients in place, such as gradient clipping.
+    iterator=True passes the parameters as a one-pass iterator, as
+    ``model.parameters()`` is, instead of a list.
+    """
+    torch = _torch()
+    f = _get(module, fn, "function")
+    if not isinstance(grads, list):
+        raise ProbeUsageError("grads must be a list of arrays or None")
+    params = []
+    for g in grads:
+        if g is None:
+            params.append(torch.nn.Parameter(torch.zeros(1)))
+            continue
+        g = to_tensor(g)
+        p = torch.nn.Parameter(torch.zeros_like(g))
+        p.grad = g.clone()
+        params.append(p)
+    out = f(iter(params) if iterator else list(params), *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
+    return {"result": to_array(out), "grads": [to_array(p.grad) if p.grad is not None else None for p in params]}

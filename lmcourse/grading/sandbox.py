@@ -132,6 +132,17 @@ class StudentError(Exception):
         return f"StudentError(kind={self.kind!r}, message={self.message!r})"
 
 
+def _probe_label(probe_name: str, kwargs: dict) -> str:
+    """What a student recognises in a message about a probe: the class, method or function it runs."""
+    cls, method, fn = (kwargs.get(k) for k in ("cls", "method", "fn"))
+    if type(cls) is str and type(method) is str:
+        return f"{cls}.{method}"
+    for name in (fn, cls):
+        if type(name) is str and name:
+            return name
+    return probe_name
+
+
 class SandboxError(RuntimeError):
     """The grader's own setup cannot provide the requested sandbox (not the student's fault)."""
 
@@ -454,8 +465,8 @@ class Worker:
         from . import probes
         if probe_name not in probes.PROBES:
             raise ValueError(f"unknown probe {probe_name!r}")
-        return self._request("probe", probe_name, {"name": probe_name, "args": (), "kwargs": dict(kwargs)},
-                             timeout)
+        return self._request("probe", _probe_label(probe_name, kwargs),
+                             {"name": probe_name, "args": (), "kwargs": dict(kwargs)}, timeout)
 
     def has(self, name: str) -> bool:
         """Whether the student module defines `name` (False after an import error)."""
