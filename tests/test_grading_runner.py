@@ -135,3 +135,23 @@ def test_real_unit_solution_full_release_zero(tmp_path):
     assert honest["status"] == "ok" and honest["warnings"] == []
     released = grade_notebook(ROOT, "01-ngrams", released_notebook(ROOT, "01-ngrams", tmp_path / "b"))
     assert released["score"] == 0 and released["max_score"] == honest["max_score"]
+
+
+def test_tier_resolution(monkeypatch):
+    import torch
+
+    from lmcourse.grading.runner import GraderError, resolve_tier
+
+    monkeypatch.delenv("LMCOURSE_TIER", raising=False)
+    assert resolve_tier("cpu") == "cpu"
+    assert resolve_tier("auto") == ("gpu" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("LMCOURSE_TIER", "cpu")
+    assert resolve_tier("auto") == "cpu"  # the setting wins
+    monkeypatch.delenv("LMCOURSE_TIER")
+    with pytest.raises(ValueError):
+        resolve_tier("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(GraderError, match="CUDA is not available"):  # never a cohort of zeros for a setup error
+        resolve_tier("gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_tier("gpu") == "gpu" and resolve_tier("auto") == "gpu"

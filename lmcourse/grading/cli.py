@@ -21,7 +21,7 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     """Grade a folder of submissions (see :mod:`lmcourse.grading.batch`)."""
     from lmcourse.cli import CommandError
     from lmcourse.grading import batch
-    from lmcourse.grading.runner import resolve_tier
+    from lmcourse.grading.runner import GraderError, resolve_tier
 
     _known(root, args.assignment)
     if not args.submissions.is_dir():
@@ -31,7 +31,7 @@ def grade(root: Path, args: argparse.Namespace) -> int:
         summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                             tier=resolve_tier(args.tier), gradebook=args.gradebook,
                             progress=not getattr(args, "no_progress", False))
-    except FileNotFoundError as err:
+    except (FileNotFoundError, GraderError) as err:
         raise CommandError(str(err)) from None
     return 1 if summary["grader_errors"] else 0
 

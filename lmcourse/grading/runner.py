@@ -78,6 +78,12 @@ def resolve_tier(tier: str | None) -> str:
         return "gpu" if torch.cuda.is_available() else "cpu"
     if tier not in ("cpu", "gpu"):
         raise ValueError(f"tier must be 'cpu', 'gpu' or 'auto', got {tier!r}")
+    if tier == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():  # else every training check would fail, and it is not the students' fault
+            raise GraderError("the GPU tier was asked for (--tier gpu or LMCOURSE_TIER=gpu) but CUDA is not "
+                              "available on this machine; grade with --tier auto or --tier cpu, or on a GPU machine")
     return tier
 
 
