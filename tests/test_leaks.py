@@ -50,6 +50,7 @@ COMMON = re.compile(
 # Idioms too general to give an answer away, found in a chapter and a solution alike.
 ALLOWED = {
     "return p / p.sum()",  # normalise a vector of counts into a distribution
+    "loss.backward()",  # backpropagate: every PyTorch training loop has it
 }
 MIN_CHARS = 12  # after removing whitespace: shorter lines (`x=0`, `i+=1`) are everywhere
 

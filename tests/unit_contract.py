@@ -69,6 +69,24 @@ class UnitContract:
         assert r["status"] == "ok"
 
     @pytest.mark.slow
+    def test_solution_notebook_runs_and_its_test_cells_pass(self):
+        """What an honest student sees in Jupyter: with the solution typed in, every given cell
+        and every visible test cell runs without an error (demo cells, which load corpora and
+        train, are left out)."""
+        import nbclient
+        import nbformat
+
+        source = nbmod.load_source(ROOT, self.AID)
+        nb = nbformat.v4.new_notebook(metadata=source.metadata)
+        nb.cells = [c for c in source.cells if "demo" not in c.metadata.get("tags", [])]
+        client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=False,
+                                         resources={"metadata": {"path": str(ROOT)}})
+        client.execute()  # raises CellExecutionError, naming the cell, on the first failure
+        printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+        cells = nbmod.test_cells(nbmod.load_release(ROOT, self.AID))
+        assert printed.count("the visible checks pass") == len(cells), printed[-2000:]
+
+    @pytest.mark.slow
     def test_release_scores_zero(self, tmp_path):
         r = grade_notebook(ROOT, self.AID, released_notebook(ROOT, self.AID, tmp_path), tier="cpu")
         assert r["score"] == 0 and r["max_score"] == self.MAX_SCORE

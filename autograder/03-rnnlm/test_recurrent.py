@@ -1,0 +1,105 @@
+"""Checks for Parts 3 and 4: the Elman and LSTM cells and layers against PyTorch's, with the same weights.
+
+The weights are PyTorch's initialisation times 2, so that the gates and the
+tanh work away from their linear middle, where a missing non-linearity or a
+swapped gate shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmcourse.grading.checks import check, expect_close, expect_shape
+
+SCALE = 2.0
+SHAPES = [(4, 3, 5), (1, 6, 2), (3, 1, 7)]  # (B, d_in, d_hidden)
+
+
+def _normal(rng, *shape):
+    return rng.normal(size=shape).astype(np.float32)
+
+
+def _kw(d_in, d):
+    return {"d_in": d_in, "d_hidden": d}
+
+
+# --------------------------------------------------------------------------- Elman
+
+@check(points=2, cell="test_elman", name="ElmanCell: the next state and its gradients match nn.RNNCell with the same weights",
+       visibility="visible")
+def test_elman_cell(student, rng, compare, weights, torch_layers):
+    for B, d_in, d in SHAPES:
+        w = weights(torch_layers, "TorchElmanCell", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        compare(student, cls="ElmanCell", trusted=torch_layers, trusted_cls="TorchElmanCell", init_kwargs=_kw(d_in, d),
+                weights=w, inputs=[_normal(rng, B, d_in), _normal(rng, B, d)],
+                what=f"ElmanCell(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}), h ({B}, {d})")
+
+
+@check(points=2, cell="test_elman", name="ElmanRNN: outputs, last state and gradients match nn.RNN (batch_first) with the same weights")
+def test_elman_layer(student, rng, compare, weights, torch_layers):
+    for (B, d_in, d), T in zip(SHAPES, (7, 3, 1)):
+        w = weights(torch_layers, "TorchElmanRNN", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        for h0 in (_normal(rng, B, d), None):
+            compare(student, cls="ElmanRNN", trusted=torch_layers, trusted_cls="TorchElmanRNN",
+                    init_kwargs=_kw(d_in, d), weights=w, inputs=[_normal(rng, B, T, d_in), h0],
+                    what=f"ElmanRNN(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) with "
+                         + ("a given h" if h0 is not None else "h=None (zeros)"))
+
+
+@check(points=1, cell="test_elman", name="ElmanRNN: the state carries from each time step to the next")
+def test_elman_carries_state(student, rng, both, weights, torch_layers):
+    _carry(student, rng, both, weights, torch_layers, cls="ElmanRNN", trusted_cls="TorchElmanRNN",
+           state=lambda B, d: _normal(rng, B, d), what="the state h")
+
+
+# --------------------------------------------------------------------------- LSTM
+
+@check(points=3, cell="test_lstm", name="LSTMCell: (h, c) and their gradients match nn.LSTMCell with the same weights",
+       visibility="visible")
+def test_lstm_cell(student, rng, compare, weights, torch_layers):
+    for B, d_in, d in SHAPES:
+        w = weights(torch_layers, "TorchLSTMCell", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        compare(student, cls="LSTMCell", trusted=torch_layers, trusted_cls="TorchLSTMCell", init_kwargs=_kw(d_in, d),
+                weights=w, inputs=[_normal(rng, B, d_in), (_normal(rng, B, d), _normal(rng, B, d))],
+                what=f"LSTMCell(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}), state (h, c) ({B}, {d}) each")
+
+
+@check(points=2, cell="test_lstm", name="LSTM: outputs, (h_T, c_T) and gradients match nn.LSTM (batch_first) with the same weights")
+def test_lstm_layer(student, rng, compare, weights, torch_layers):
+    for (B, d_in, d), T in zip(SHAPES, (7, 3, 1)):
+        w = weights(torch_layers, "TorchLSTM", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        for state in ((_normal(rng, B, d), _normal(rng, B, d)), None):
+            compare(student, cls="LSTM", trusted=torch_layers, trusted_cls="TorchLSTM", init_kwargs=_kw(d_in, d),
+                    weights=w, inputs=[_normal(rng, B, T, d_in), state],
+                    what=f"LSTM(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) with "
+                         + ("a given state (h, c)" if state is not None else "state=None (zeros)"))
+
+
+@check(points=1, cell="test_lstm", name="LSTM: the state (h, c), cell state included, carries from each time step to the next")
+def test_lstm_carries_state(student, rng, both, weights, torch_layers):
+    _carry(student, rng, both, weights, torch_layers, cls="LSTM", trusted_cls="TorchLSTM",
+           state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="the state (h, c)")
+
+
+def _carry(student, rng, both, weights, torch_layers, *, cls, trusted_cls, state, what):
+    """12 steps, forward only. If the first step is right and a later one is not, the state is not carried."""
+    B, d_in, d, T = 3, 4, 6, 12
+    w = weights(torch_layers, trusted_cls, _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+    label = f"{cls}(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) from a given state"
+    found, expected = both(student, cls=cls, trusted=torch_layers, trusted_cls=trusted_cls, init_kwargs=_kw(d_in, d),
+                           weights=w, inputs=[_normal(rng, B, T, d_in), state(B, d)], grad=False)
+    ref = expected["outputs"]
+    outs = expect_shape(found["outputs"][0] if found["outputs"] else None, ref[0].shape, what=f"{label}: outputs")
+    step_ok = np.isclose(outs, ref[0], atol=1e-4, rtol=1e-4).all(axis=(0, 2))  # (T,)
+    if not step_ok[0]:
+        raise AssertionError(f"{label}: the output of the first step already differs from PyTorch's; "
+                             "make the cell right first")
+    if not step_ok.all():
+        bad = int(np.argmin(step_ok))
+        raise AssertionError(f"{label}: the output of step 0 is right but step {bad} differs from PyTorch's: "
+                             f"{what} that step t - 1 produces must be what step t starts from")
+    if len(found["outputs"]) != len(ref):
+        raise AssertionError(f"{label}: expected {len(ref)} output tensors, found {len(found['outputs'])}")
+    for i in range(1, len(ref)):
+        expect_close(found["outputs"][i], ref[i], what=f"{label}: the last state, tensor {i} of {len(ref) - 1}",
+                     rtol=1e-4, atol=1e-5)
