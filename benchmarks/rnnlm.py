@@ -1,0 +1,150 @@
+"""Unit 3 benchmark: the solution's LSTM (tensor operations, a Python loop over time) against nn.LSTM.
+
+    python benchmarks/rnnlm.py                  # both parts
+    python benchmarks/rnnlm.py --no-training    # the layer timings only (a few seconds)
+
+The solution's classes (`LSTM`, `RNNLM`, `train_lm`, ...) are imported from the
+03-rnnlm solution notebook through the grader's own extraction (the reference
+module), so the numbers are those of the code students are graded against.
+
+Part 1, one layer, the same batch and the same weights: forward + backward
+time of the reference `LSTM` against `nn.LSTM(batch_first=True)` (PyTorch's
+fused kernel), median of `--repeats` interleaved runs, one thread, and the
+largest difference between their outputs (they compute the same function).
+
+Part 2, time to the CPU tier's threshold: the graded run (`train_lm` with the
+CPU tier's settings, from autograder/03-rnnlm/test_training.py) for 100, 150,
+..., 300 steps, each from scratch, and the validation loss after each; then
+the same with `nn.LSTM` swapped in for the reference `LSTM` (the baseline).
+"Steps to threshold" is the fewest steps whose run ends at or below 2.10 nats
+per character; "time" is that run's training time.
+
+Measured (2 shared CPU cores, one thread, torch 2.13 CPU; 2026-11-22, load about 2):
+see the closing note of issue #7 and re-run for current numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lmcourse.grading.runner import reference_module
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = [(32, 32, 32, 128), (64, 64, 64, 256), (16, 128, 64, 512)]  # (B, T, d_in, d_hidden)
+STEPS = (100, 150, 200, 250, 300)
+
+
+def checks_module():
+    """autograder/03-rnnlm/test_training.py: the tier settings and threshold, from their one definition."""
+    path = ROOT / "autograder" / "03-rnnlm" / "test_training.py"
+    spec = importlib.util.spec_from_file_location("rnnlm_training_checks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FusedLSTM(nn.Module):
+    """nn.LSTM behind the assignment's `LSTM` interface: states (B, d) in and out."""
+
+    def __init__(self, d_in, d_hidden):
+        super().__init__()
+        self.rnn = nn.LSTM(d_in, d_hidden, batch_first=True)
+
+    def forward(self, x, state=None):
+        if state is not None:
+            state = tuple(s.unsqueeze(0) for s in state)
+        outputs, (h, c) = self.rnn(x, state)
+        return outputs, (h[0], c[0])
+
+
+def fwd_bwd_seconds(layer, x, repeats) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        outputs, _ = layer(x)
+        outputs.square().mean().backward()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def layer_table(ref, repeats: int) -> None:
+    print("| B x T x d_in -> d_hidden | reference LSTM ms | nn.LSTM ms | x nn.LSTM | max |difference| |")
+    print("|---|---|---|---|---|")
+    for B, T, d_in, d in SHAPES:
+        torch.manual_seed(0)
+        fused = FusedLSTM(d_in, d)
+        ours = ref.LSTM(d_in, d)
+        ours.load_state_dict({"cell." + k[len("rnn."):-len("_l0")]: v for k, v in fused.state_dict().items()})
+        x = torch.randn(B, T, d_in)
+        with torch.no_grad():
+            diff = (ours(x)[0] - fused(x)[0]).abs().max().item()
+        fwd_bwd_seconds(ours, x, 1), fwd_bwd_seconds(fused, x, 1)  # warm-up
+        a, b = [], []
+        for _ in range(repeats):  # interleaved, so that a busy moment hits both
+            a += fwd_bwd_seconds(ours, x, 1)
+            b += fwd_bwd_seconds(fused, x, 1)
+        ta, tb = statistics.median(a), statistics.median(b)
+        print(f"| {B} x {T} x {d_in} -> {d} | {1e3 * ta:.1f} | {1e3 * tb:.1f} | {ta / tb:.1f}x | {diff:.1e} |")
+
+
+def validation_loss(ref, model, val_ids, lanes: int) -> float:
+    n = (len(val_ids) - 1) // lanes
+    model.eval()
+    with torch.no_grad():
+        logits, _ = model(val_ids[: n * lanes].view(lanes, n))
+    return ref.lm_loss(logits, val_ids[1: n * lanes + 1].view(lanes, n)).item()
+
+
+def training_table(ref) -> None:
+    checks = checks_module()
+    chars, train_ids, val_ids = ref.shakespeare_characters()
+    config = dict(checks.CPU)
+    print(f"\nCPU tier: {', '.join(f'{k}={v}' for k, v in config.items() if k != 'steps')}; "
+          f"threshold {checks.CPU_THRESHOLD} nats per character")
+    print("| LSTM | steps | train s | validation loss |")
+    print("|---|---|---|---|")
+    reached = {}
+    original = ref.LSTM
+    for name, layer in (("reference", original), ("nn.LSTM", FusedLSTM)):
+        ref.LSTM = layer  # RNNLM builds whatever `LSTM` names in the reference module
+        try:
+            for steps in STEPS:
+                start = time.perf_counter()
+                model = ref.train_lm(train_ids.numpy(), len(chars), **dict(config, steps=steps))
+                seconds = time.perf_counter() - start
+                loss = validation_loss(ref, model, val_ids, checks.LANES)
+                print(f"| {name} | {steps} | {seconds:.1f} | {loss:.3f} |", flush=True)
+                if loss <= checks.CPU_THRESHOLD and name not in reached:
+                    reached[name] = (steps, seconds)
+        finally:
+            ref.LSTM = original
+    for name in ("reference", "nn.LSTM"):
+        steps, seconds = reached.get(name, (None, float("nan")))
+        print(f"{name}: threshold reached after {steps} steps, {seconds:.1f} s" if steps else
+              f"{name}: threshold not reached within {STEPS[-1]} steps")
+    if len(reached) == 2:
+        print(f"time to threshold, reference / nn.LSTM: {reached['reference'][1] / reached['nn.LSTM'][1]:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-training", action="store_true", help="only the layer timings")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as the grader's worker runs this assignment (limits.json: threads 1)
+    ref = reference_module(ROOT, "03-rnnlm")
+    layer_table(ref, args.repeats)
+    if not args.no_training:
+        training_table(ref)
+
+
+if __name__ == "__main__":
+    main()
