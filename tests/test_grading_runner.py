@@ -137,6 +137,31 @@ def test_real_unit_solution_full_release_zero(tmp_path):
     assert released["score"] == 0 and released["max_score"] == honest["max_score"]
 
 
+def test_two_assignments_with_same_named_check_files_in_one_process(tmp_path):
+    """Each grade runs its own checks, even when another assignment's test_checks.py was imported before."""
+    import shutil
+
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course)
+    twin = "00-twin"
+    for kind in ("solutions", "assignments"):
+        (course / kind / twin).mkdir()
+        shutil.copy(course / kind / AID / f"{AID}.ipynb", course / kind / twin / f"{twin}.ipynb")
+    (course / "autograder" / twin).mkdir()
+    checks = (course / "autograder" / AID / "test_checks.py").read_text()
+    assert 'name="count_words on a short sentence"' in checks
+    (course / "autograder" / twin / "test_checks.py").write_text(
+        checks.replace('name="count_words on a short sentence"', 'name="count_words on a short sentence (twin)"'))
+    names = {}
+    for aid in (AID, twin, AID):
+        nb = submission_from_solution(course, aid, tmp_path / aid)
+        result = grade_notebook(course, aid, nb, limits=FAST)
+        assert result["score"] == result["max_score"] > 0
+        names.setdefault(aid, []).append({t["name"] for t in result["tests"]})
+    assert "count_words on a short sentence (twin)" in names[twin][0]
+    assert all("count_words on a short sentence" in n for n in names[AID])
+
+
 def test_tier_resolution(monkeypatch):
     import torch
 

@@ -202,6 +202,20 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
 
+def _forget_modules_under(folder: Path) -> None:
+    """Drop the check modules (and conftest) imported from `folder` from ``sys.modules``.
+
+    pytest's importlib mode names a module by its path below the rootdir, so
+    every assignment's ``test_training.py`` is ``test_training``, and a later
+    pytest run in the same process would be handed the cached module of the
+    previous assignment (or of an older version of this one).
+    """
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve().is_relative_to(folder):
+            del sys.modules[name]
+
+
 def run_checks(checks_dir: Path, plugin: GradingPlugin) -> GradingPlugin:
     """Run pytest over ``checks_dir`` in this process with ``plugin``; results land on the plugin.
 
@@ -222,11 +236,13 @@ def run_checks(checks_dir: Path, plugin: GradingPlugin) -> GradingPlugin:
         sys.dont_write_bytecode = True
         # Only our plugin: third-party ones (xdist, nbval, hypothesis...) cost time and could report.
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        _forget_modules_under(checks_dir.parent)
         try:
             code = pytest.main(args, plugins=[plugin])
             if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
                 plugin.config_errors.append(f"pytest stopped with {code.name} while running {checks_dir}")
         finally:
+            _forget_modules_under(checks_dir.parent)
             sys.dont_write_bytecode = previous[0]
             if previous[1] is None:
                 os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
