@@ -152,6 +152,10 @@ def test_gradescope_bundle_runs_in_a_simulated_autograder(tmp_path):
         assert f"course/autograder/{AID}/test_checks.py" in names and "src/lmcourse/grading/runner.py" in names
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         z.extractall(ag / "source")
+    setup = (ag / "source" / "setup.sh").read_text()
+    assert "-m lmcourse.cli data" in setup  # corpora fetched into the image, not per submission
+    bash_n = subprocess.run(["bash", "-n", str(ag / "source" / "setup.sh")], capture_output=True, text=True)
+    assert bash_n.returncode == 0, bash_n.stderr  # at least valid bash (it runs only on Gradescope)
     reqs = (ag / "source" / "requirements.txt").read_text().split()
     assert reqs and all("==" in r for r in reqs) and any(r.startswith("torch==") for r in reqs)
     (ag / "submission").mkdir()

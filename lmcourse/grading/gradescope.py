@@ -41,6 +41,10 @@ python3.11 -m venv /autograder/venv
 /autograder/venv/bin/python -m pip install --upgrade pip
 /autograder/venv/bin/python -m pip install --extra-index-url https://download.pytorch.org/whl/cpu \\
     -r /autograder/source/requirements.txt
+# The corpora the checks train on (TinyShakespeare for 03-rnnlm), fetched once into the image's
+# cache and verified by checksum, so that grading a submission needs no network.
+PYTHONPATH=/autograder/source/src /autograder/venv/bin/python -m lmcourse.cli data \
+    || echo "warning: corpora not prefetched; the grader will download them when a check needs them"
 # The hidden checks and the solution: readable by root (the grader) only, never by the worker's uid.
 chmod -R go-rwx /autograder/source/course
 """
