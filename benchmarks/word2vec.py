@@ -11,7 +11,8 @@ Both models see the same sentences (the lines of the play, punctuation
 dropped, lower case), the same vocabulary (min_count), and the same
 settings: skip-gram, negative sampling, dimension, window, negatives,
 epochs, subsampling threshold, learning rate decaying linearly from 0.025
-to 0.025e-4, two threads. gensim shrinks each window at random by default
+to 0.025e-4, two threads (gensim: two workers; train_sgns: one SGD thread
+and one that prepares the epochs). gensim shrinks each window at random by default
 (an effective window drawn from 1..a); the row "gensim, same window" turns
 that off (`shrink_windows=False`) so that both train on exactly the same
 pairs; the default is shown for reference.
@@ -27,26 +28,51 @@ WS353, SL999  Spearman correlation of cosine with human similarity on the pairs 
             vocabulary (WordSim-353, SimLex-999); coverage = the share of pairs
 With several seeds the quality columns are the mean over the seeds and +- their standard deviation.
 
-Measured (2 shared CPU cores, torch 2.13 CPU, gensim 4.4; `--seeds 3`, 2026-11-22 05:39 UTC, load ~1.5)
+Measured (2 shared CPU cores, torch 2.13 CPU, gensim 4.4; `--seeds 3`, batch 4096 as in the notebook's
+demo cell; 2026-11-22 07:08 UTC, load average 0.74 before the run, 1.32 after)
 ------------------------------------------------------------------------------------------------------
 | model                              | train s | words/s | x gensim | analogy (cov.)      | WS353 rho (cov.)    | SL999 rho (cov.)    |
-| reference (train_sgns)             |    12.2 |  77,519 |    4.51x | 0.025 +- 0.002 (3%) | 0.065 +- 0.006 (13%)| 0.028 +- 0.008 (27%)|
-| gensim, same window                |     2.7 | 349,668 |    1.00x | 0.026 +- 0.005 (3%) | 0.056 +- 0.008 (13%)| 0.026 +- 0.011 (27%)|
-| gensim, default (shrinking window) |     2.2 | 422,187 |    0.83x | 0.043 +- 0.003 (3%) | 0.031 +- 0.035 (13%)| 0.007 +- 0.019 (27%)|
+| reference (train_sgns)             |     4.2 | 223,284 |    1.52x | 0.025 +- 0.002 (3%) | 0.081 +- 0.014 (13%)| 0.039 +- 0.010 (27%)|
+| gensim, same window                |     2.8 | 340,103 |    1.00x | 0.025 +- 0.005 (3%) | 0.054 +- 0.008 (13%)| 0.027 +- 0.012 (27%)|
+| gensim, default (shrinking window) |     2.2 | 433,180 |    0.79x | 0.044 +- 0.004 (3%) | 0.037 +- 0.043 (13%)| 0.003 +- 0.018 (27%)|
 Quality is the same within the seed-to-seed spread (the corpus is too small and too old for
 these sets: 3% of the analogy questions and 13% / 27% of the pairs are in its vocabulary).
-Time: still about 4.5x gensim's, short of the 2x goal. train_sgns now prepares each epoch in
-vectorised NumPy (subsampling and pairs on one stream, noise words from a unigram table: well
-under a second for all 5 epochs, from about 4.5 s on a busy machine), and runs its SGD loop on one thread with one
-gather and two index_add_ scatters per batch on a stacked [W_t; W_c]. The loop itself is the
-limit: each step gathers and scatters a (batch, 2 + negatives, dim) block in torch, about 3-4 us
-a pair, where gensim's Cython loop stays in cache. One thread because torch's per-batch ops are
-too small to split: on this shared machine 2 threads took 2x the wall time and 2-3x the CPU time
-whenever the other core was busy. Against the previous version (2 torch threads, rng.choice
-negatives, per-sentence subsampling), batch 4096:
-  quiet machine (load ~1.5, this script minutes apart): previous 10.6 s (4.45x), this 11.3-12.2 s (4.5-5.3x)
-  busy machine (load ~3-4, interleaved in one process): previous 35-56 s wall / 37-56 s CPU,
-                                                         this 14.4-14.6 s wall / 14 s CPU
+A second run right after (07:11 UTC, load 0.69 -> 0.97): 4.6 s against 2.8 s, 1.64x, with the same
+quality columns to the last digit for train_sgns (it is reproducible from the seed). A third,
+`--seeds 1` at 07:12 UTC (load 0.55): 3.5 s against 2.7 s, 1.32x.
+Time: 1.5-1.6x gensim's, inside the 2x goal. The previous train_sgns, measured the same morning
+(06:14 UTC, load 0.5-1.0), took 13.0 s (4.99x). Same algorithm and the same update per batch
+(to float rounding); what changed:
+- The SGD step no longer copies the rows it uses. The old step gathered the 2 + K rows of every
+  pair into a (B, 2 + K, d) block, ran two bmm's on it, built the (B, 1 + K, d) gradient block of
+  the context rows and index_add_'ed it (one small add per row): 3.5-4 us a pair on one core.
+  Now the scores come straight from W_c by torch.sparse.sampled_addmm (t @ W_c.T at the
+  B * (1 + K) entries only), t's gradient by embedding_bag (the weights as per-sample
+  weights), and W_c's update by one sparse-dense addmm_ (W_c -= rate * G @ t): about 1.2 us
+  a pair.
+  The batch size now matters little (two runs each: 4096 took 4.4-4.7 s, 1024 5.0-5.6 s), so
+  this keeps the demo cell's 4096.
+- The SGD loop runs on one thread (with 2 torch threads its small ops took about 4x as long)
+  while a second thread prepares the next epochs; each epoch draws from its own generator
+  spawned from the seed, so train_sgns stays exactly reproducible (the learning rate now decays
+  with the share of the epochs done, as the total number of pairs is not known up front; the
+  schedule is the same line to within the epochs' small differences in size). Preparing an
+  epoch is also cheaper: int32 ids and a 2^20-slot int32 unigram table (4 MB, cache-resident,
+  was 32 MB): 0.8 -> 0.6 s CPU for the 5 epochs, most of it now hidden behind the SGD loop.
+Tried and dropped (loop times for the 5 epochs unless said otherwise):
+- Hogwild, as word2vec's C code and gensim do it: 2 Python threads taking batches in turn and
+  updating the shared matrices without locks (torch releases the GIL inside its ops). With the
+  old step it was 1.4x faster than one thread (4.8-4.9 s against 6.3-6.8 s); with the new one,
+  no faster (3.5-3.9 s against 3.4-3.5 s) for twice the CPU time: both threads keep writing the
+  rows of the frequent words, whose cache lines then bounce between the cores (on private copies
+  of W the two threads are 1.5-1.8x faster, but that is not the same algorithm). It would also
+  cost the exact reproducibility.
+- Within the old step: bmm as (B, 1, d) @ (B, d, 1 + K), the context rows' update as addmm_,
+  batches of 512-1024 (buffers stay in L2) and Hogwild brought it to 4.8-5.3 s in all (1.8-1.9x
+  gensim), too close to 2x on this shared machine. mul + sum, einsum and linalg.vecdot for the
+  scores were slower than bmm.
+- Within the new step: W_t's update as a sparse add_ instead of index_add_ saves 5-8% of the
+  loop; kept index_add_, which Part 5 teaches.
 """
 
 from __future__ import annotations
