@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from lmcourse.grading import probes
-from lmcourse.grading.checks import expect_close, expect_shape
+from lmcourse.grading.checks import expect_close
 
 
 # --------------------------------------------------------------------------- PyTorch behind our interfaces
