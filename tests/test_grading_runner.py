@@ -162,6 +162,15 @@ def test_two_assignments_with_same_named_check_files_in_one_process(tmp_path):
     assert all("count_words on a short sentence" in n for n in names[AID])
 
 
+def test_excluded_checks_are_neither_run_nor_counted(tmp_path):
+    nb = submission_from_solution(FIXTURE, AID, tmp_path)
+    full = grade_notebook(FIXTURE, AID, nb, limits=FAST)
+    left_out = "softmax of a batch with large logits (stability)"
+    part = grade_notebook(FIXTURE, AID, nb, limits=FAST, exclude={left_out})
+    assert left_out in scores(full) and left_out not in scores(part)
+    assert part["not_run"] == 1 and part["max_score"] == full["max_score"] - 2 == part["score"]
+
+
 def test_tier_resolution(monkeypatch):
     import torch
 

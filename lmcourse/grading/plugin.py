@@ -78,7 +78,8 @@ class GradingPlugin:
     """Fixtures and result collection for one grading session (one submission)."""
 
     def __init__(self, *, worker, reference, tier: str, assignment: str, blocked: dict[str, str] | None = None,
-                 block_all: tuple[str, str] | None = None, visible_only: bool = False):
+                 block_all: tuple[str, str] | None = None, visible_only: bool = False,
+                 exclude: frozenset[str] = frozenset()):
         # underscored: the fixture methods below own the plain names
         self._worker = worker
         self._reference = reference
@@ -87,9 +88,10 @@ class GradingPlugin:
         self.blocked = blocked or {}  # test cell grade_id -> why its checks earn nothing
         self.block_all = block_all  # (status, message): nothing of the submission can run
         self.visible_only = visible_only
+        self.exclude = frozenset(exclude)  # check names left out (not run, not counted)
         self.results: dict[str, dict] = {}
         self.order: list[str] = []
-        self.not_run: list[dict] = []  # checks left out by visible_only, for a count
+        self.not_run: list[dict] = []  # checks left out by visible_only or exclude, for a count
         self.config_errors: list[str] = []
         self._current: str | None = None
         self._started: dict[str, float] = {}
@@ -128,7 +130,7 @@ class GradingPlugin:
                 "check": item.nodeid, "name": info.name, "cell": info.cell, "max_score": info.points,
                 "visibility": info.visibility, "gradescope_visibility": info.gradescope_visibility,
             }
-            if self.visible_only and info.visibility != "visible":
+            if (self.visible_only and info.visibility != "visible") or info.name in self.exclude:
                 self.not_run.append(entry)
                 continue
             keep.append(item)

@@ -27,6 +27,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
@@ -106,8 +107,12 @@ def _limits(root: Path, assignment_id: str, overrides: dict | None):
 
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
-          limits: dict | None = None) -> dict:
+          limits: dict | None = None, exclude: Collection[str] = ()) -> dict:
     """Grade ``notebook`` against ``autograder/<assignment_id>/``; return the result dict.
+
+    visible_only: run the visible checks only (``lmcourse check``). exclude: names of
+    checks to leave out; they are neither run nor counted in ``max_score`` (the course's
+    own tests use it to skip a training run that a known-wrong variant is not about).
 
     Never raises for anything the submission does; raises :class:`GraderError`
     when the course itself is broken (no checks, a reference that fails).
@@ -157,7 +162,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
             except getattr(sandbox, "SandboxError", ()) as err:  # the grader's setup, not the student
                 raise GraderError(f"the sandbox cannot start: {err}") from err
         plugin = GradingPlugin(worker=worker, reference=reference, tier=tier, assignment=assignment_id,
-                               blocked=blocked, block_all=block_all, visible_only=visible_only)
+                               blocked=blocked, block_all=block_all, visible_only=visible_only,
+                               exclude=frozenset(exclude))
         run_checks(folder, plugin)
         if worker is not None:
             try:
@@ -229,7 +235,8 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
     warnings = [f"cell '{gid}' is worth {pts:g} points in the notebook but its checks add up to "
                 f"{cells.get(gid, {}).get('max_score', 0):g}"
                 for gid, pts in nbmod.graded_cells(release).items()
-                if not plugin.visible_only and abs(cells.get(gid, {}).get("max_score", 0) - pts) > 1e-9]
+                if not (plugin.visible_only or plugin.exclude)
+                and abs(cells.get(gid, {}).get("max_score", 0) - pts) > 1e-9]
 
     if block_all:
         status, message = block_all
