@@ -28,22 +28,14 @@ def _kw(d_in, d):
 @check(points=2, cell="test_elman", name="ElmanCell: the next state and its gradients match nn.RNNCell with the same weights",
        visibility="visible")
 def test_elman_cell(student, rng, compare, weights, torch_layers):
-    for B, d_in, d in SHAPES:
-        w = weights(torch_layers, "TorchElmanCell", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
-        compare(student, cls="ElmanCell", trusted=torch_layers, trusted_cls="TorchElmanCell", init_kwargs=_kw(d_in, d),
-                weights=w, inputs=[_normal(rng, B, d_in), _normal(rng, B, d)],
-                what=f"ElmanCell(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}), h ({B}, {d})")
+    _cells(student, rng, compare, weights, torch_layers, cls="ElmanCell", trusted_cls="TorchElmanCell",
+           state=lambda B, d: _normal(rng, B, d), what="h")
 
 
 @check(points=2, cell="test_elman", name="ElmanRNN: outputs, last state and gradients match nn.RNN (batch_first) with the same weights")
 def test_elman_layer(student, rng, compare, weights, torch_layers):
-    for (B, d_in, d), T in zip(SHAPES, (7, 3, 1)):
-        w = weights(torch_layers, "TorchElmanRNN", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
-        for h0 in (_normal(rng, B, d), None):
-            compare(student, cls="ElmanRNN", trusted=torch_layers, trusted_cls="TorchElmanRNN",
-                    init_kwargs=_kw(d_in, d), weights=w, inputs=[_normal(rng, B, T, d_in), h0],
-                    what=f"ElmanRNN(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) with "
-                         + ("a given h" if h0 is not None else "h=None (zeros)"))
+    _layers(student, rng, compare, weights, torch_layers, cls="ElmanRNN", trusted_cls="TorchElmanRNN",
+            state=lambda B, d: _normal(rng, B, d), what="h")
 
 
 @check(points=1, cell="test_elman", name="ElmanRNN: the state carries from each time step to the next")
@@ -57,28 +49,40 @@ def test_elman_carries_state(student, rng, both, weights, torch_layers):
 @check(points=3, cell="test_lstm", name="LSTMCell: (h, c) and their gradients match nn.LSTMCell with the same weights",
        visibility="visible")
 def test_lstm_cell(student, rng, compare, weights, torch_layers):
-    for B, d_in, d in SHAPES:
-        w = weights(torch_layers, "TorchLSTMCell", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
-        compare(student, cls="LSTMCell", trusted=torch_layers, trusted_cls="TorchLSTMCell", init_kwargs=_kw(d_in, d),
-                weights=w, inputs=[_normal(rng, B, d_in), (_normal(rng, B, d), _normal(rng, B, d))],
-                what=f"LSTMCell(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}), state (h, c) ({B}, {d}) each")
+    _cells(student, rng, compare, weights, torch_layers, cls="LSTMCell", trusted_cls="TorchLSTMCell",
+           state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="state (h, c)")
 
 
 @check(points=2, cell="test_lstm", name="LSTM: outputs, (h_T, c_T) and gradients match nn.LSTM (batch_first) with the same weights")
 def test_lstm_layer(student, rng, compare, weights, torch_layers):
-    for (B, d_in, d), T in zip(SHAPES, (7, 3, 1)):
-        w = weights(torch_layers, "TorchLSTM", _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
-        for state in ((_normal(rng, B, d), _normal(rng, B, d)), None):
-            compare(student, cls="LSTM", trusted=torch_layers, trusted_cls="TorchLSTM", init_kwargs=_kw(d_in, d),
-                    weights=w, inputs=[_normal(rng, B, T, d_in), state],
-                    what=f"LSTM(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) with "
-                         + ("a given state (h, c)" if state is not None else "state=None (zeros)"))
+    _layers(student, rng, compare, weights, torch_layers, cls="LSTM", trusted_cls="TorchLSTM",
+            state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="state (h, c)")
 
 
 @check(points=1, cell="test_lstm", name="LSTM: the state (h, c), cell state included, carries from each time step to the next")
 def test_lstm_carries_state(student, rng, both, weights, torch_layers):
     _carry(student, rng, both, weights, torch_layers, cls="LSTM", trusted_cls="TorchLSTM",
            state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="the state (h, c)")
+
+
+def _cells(student, rng, compare, weights, torch_layers, *, cls, trusted_cls, state, what):
+    """One step on each of SHAPES: the next state and every gradient, against PyTorch's cell."""
+    for B, d_in, d in SHAPES:
+        w = weights(torch_layers, trusted_cls, _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        compare(student, cls=cls, trusted=torch_layers, trusted_cls=trusted_cls, init_kwargs=_kw(d_in, d),
+                weights=w, inputs=[_normal(rng, B, d_in), state(B, d)],
+                what=f"{cls}(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}) and {what} of ({B}, {d})")
+
+
+def _layers(student, rng, compare, weights, torch_layers, *, cls, trusted_cls, state, what):
+    """Sequences of 7, 3 and 1 steps, from a given state and from None: against PyTorch's layer."""
+    for (B, d_in, d), T in zip(SHAPES, (7, 3, 1)):
+        w = weights(torch_layers, trusted_cls, _kw(d_in, d), seed=int(rng.integers(1 << 30)), scale=SCALE)
+        for start in (state(B, d), None):
+            compare(student, cls=cls, trusted=torch_layers, trusted_cls=trusted_cls, init_kwargs=_kw(d_in, d),
+                    weights=w, inputs=[_normal(rng, B, T, d_in), start],
+                    what=f"{cls}(d_in={d_in}, d_hidden={d}) on x ({B}, {T}, {d_in}) from "
+                         + (f"a given {what}" if start is not None else "None (zeros)"))
 
 
 def _carry(student, rng, both, weights, torch_layers, *, cls, trusted_cls, state, what):
