@@ -39,7 +39,9 @@ Quality is the same within the seed-to-seed spread (the corpus is too small and 
 these sets: 3% of the analogy questions and 13% / 27% of the pairs are in its vocabulary).
 A second run right after (07:11 UTC, load 0.69 -> 0.97): 4.6 s against 2.8 s, 1.64x, with the same
 quality columns to the last digit for train_sgns (it is reproducible from the seed). A third,
-`--seeds 1` at 07:12 UTC (load 0.55): 3.5 s against 2.7 s, 1.32x.
+`--seeds 1` at 07:12 UTC (load 0.55): 3.5 s against 2.7 s, 1.32x. After the epochs were prepared
+only one ahead (at most two epochs of pairs in memory, instead of all five queued at once),
+three `--seeds 1` runs at 08:22 UTC (load 1.1): 1.86x, 1.71x, 1.35x (3.4-4.9 s against 2.1-2.9 s).
 Time: 1.5-1.6x gensim's, inside the 2x goal. The previous train_sgns, measured the same morning
 (06:14 UTC, load 0.5-1.0), took 13.0 s (4.99x). Same algorithm and the same update per batch
 (to float rounding); what changed:

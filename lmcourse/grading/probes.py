@@ -34,6 +34,7 @@ reference module gives comparable numbers.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 from typing import Callable
 
@@ -201,23 +202,28 @@ def without_builtin_rnn(active: bool = True):
                 setattr(torch, name, original)
 
 
+def refusing_builtin_rnn(fn: Callable) -> Callable:
+    """Give a probe the keyword ``no_builtin_rnn``: when True, it runs inside `without_builtin_rnn`."""
+    @functools.wraps(fn)
+    def run(module, *args, no_builtin_rnn: bool = False, **kwargs):
+        with without_builtin_rnn(no_builtin_rnn):
+            return fn(module, *args, **kwargs)
+    return run
+
+
 # --------------------------------------------------------------------------- #
 # generic probes
 # --------------------------------------------------------------------------- #
 
 @probe
+@refusing_builtin_rnn
 def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwargs=None,
-                state_dict=None, seed=None, tensors: bool = False, no_builtin_rnn: bool = False):
+                state_dict=None, seed=None, tensors: bool = False):
     """Instantiate `cls` (weights optional) and return ``obj.<method>(*args, **kwargs)``.
 
     tensors=True turns array arguments into torch tensors first.
     no_builtin_rnn=True refuses PyTorch's own recurrent layers (`without_builtin_rnn`).
     """
-    with without_builtin_rnn(no_builtin_rnn):
-        return _call_method(module, cls, method, init_kwargs, args, kwargs, state_dict, seed, tensors)
-
-
-def _call_method(module, cls, method, init_kwargs, args, kwargs, state_dict, seed, tensors):
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if type(method) is not str or method.startswith("__"):
         raise ProbeUsageError("method must be a public method name")
@@ -284,9 +290,10 @@ def _grad_of(x):
 
 
 @probe
+@refusing_builtin_rnn
 def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, inputs=(), kwargs=None,
                    grad: bool = True, grad_outputs=None, seed: int | None = 0, train: bool = False,
-                   dtype: str | None = None, no_builtin_rnn: bool = False):
+                   dtype: str | None = None):
     """Forward (and backward) of ``module.<cls>(**init_kwargs)`` with given weights.
 
     inputs: positional arguments (arrays become tensors, dtype kept).  With
@@ -302,12 +309,6 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     Returns ``{"outputs": [arrays], "input_grads": [array or None],
     "param_grads": {name: array or None}}``.
     """
-    with without_builtin_rnn(no_builtin_rnn):
-        return _module_forward(module, cls, init_kwargs, state_dict, inputs, kwargs, grad, grad_outputs, seed, train,
-                               dtype)
-
-
-def _module_forward(module, cls, init_kwargs, state_dict, inputs, kwargs, grad, grad_outputs, seed, train, dtype):
     torch = _torch()
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if not isinstance(obj, torch.nn.Module):
@@ -342,19 +343,15 @@ def _module_forward(module, cls, init_kwargs, state_dict, inputs, kwargs, grad, 
 
 
 @probe
+@refusing_builtin_rnn
 def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
-                     eval_kwargs=None, no_builtin_rnn: bool = False):
+                     eval_kwargs=None):
     """Call the student's training function ``fn(**config)``, which returns a model,
     then return the model's outputs (logits) on `eval_inputs` in eval mode.
 
     The grader computes the loss from the returned logits itself.
     no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
     """
-    with without_builtin_rnn(no_builtin_rnn):
-        return _train_and_logits(module, fn, config, eval_inputs, seed, eval_kwargs)
-
-
-def _train_and_logits(module, fn, config, eval_inputs, seed, eval_kwargs):
     torch = _torch()
     seed_everything(seed)
     train_fn = _get(module, fn, "function")
