@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gradebook", type=Path, help="nbgrader gradebook.db to record scores in")
     p.add_argument("--force", action="store_true", help="re-grade submissions already graded and unchanged")
     p.add_argument("--tier", choices=["auto", "cpu", "gpu"], default="auto", help="training-check tier")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip grading the solution and the release on this machine first (not recommended)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.set_defaults(func=cmd_grade)
@@ -163,4 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m lmcourse.cli`, this file is __main__; the commands raise lmcourse.cli's own
+    # CommandError, so hand over to that module's main (one class, caught as such).
+    from lmcourse.cli import main as _main
+
+    sys.exit(_main())

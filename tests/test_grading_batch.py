@@ -58,15 +58,15 @@ def test_batch_writes_csv_results_feedback_and_gradebook(tmp_path):
     assert rows["dave"]["softmax of a vector sums to one"] == "0" and rows["dave"]["perplexity of random probabilities"] == "1"
 
     for student in rows:
-        result = json.loads((out / student / "results.json").read_text())
+        result = json.loads((out / "students" / student / "results.json").read_text())
         assert {"score", "max_score", "tests", "status"} <= set(result)
         for t in result["tests"]:
             assert {"name", "score", "max_score", "output", "visibility"} <= set(t)
-        page = (out / student / "feedback.html").read_text()
+        page = (out / "students" / student / "feedback.html").read_text()
         assert "count_words on a short sentence" in page
         for line in hidden_source_lines():
             assert line not in page, f"hidden check source in feedback: {line}"
-    assert "is not valid JSON" in (out / "carol" / "feedback.html").read_text()
+    assert "is not valid JSON" in (out / "students" / "carol" / "feedback.html").read_text()
 
     # nbgrader's own API reads the grades back (what formgrader and `nbgrader export` use)
     from lmcourse.grading.assign import tools_on_path
@@ -106,21 +106,21 @@ def test_killed_batch_resumes_without_regrading(tmp_path):
            "--jobs", "1", "--no-progress"]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
-    while time.time() < deadline and not list(out.glob("*/results.json")):
+    while time.time() < deadline and not list(out.glob("students/*/results.json")):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the batch and its runner, mid-way
     proc.wait()
     time.sleep(0.5)
     assert not running_with(str(subs)), "a runner outlived its batch"
-    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("students/*/results.json")}
     assert 1 <= len(finished) < 4, finished
-    for p in out.glob("*/results.json"):
+    for p in out.glob("students/*/results.json"):
         json.loads(p.read_text())  # never a half-written file
     again = lmcourse("grade", AID, subs, "--out", out, "--course", FIXTURE, "--no-progress")
     assert again.returncode == 0, again.stderr
     assert f"unchanged {len(finished)}" in again.stdout, again.stdout
     for student, mtime in finished.items():
-        assert (out / student / "results.json").stat().st_mtime_ns == mtime, f"{student} was graded again"
+        assert (out / "students" / student / "results.json").stat().st_mtime_ns == mtime, f"{student} was graded again"
     rows = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"alice", "bob", "carol", "dave"} and rows["alice"]["score"] == "6"
 
@@ -187,11 +187,19 @@ def test_a_crashing_grader_costs_only_its_submission(tmp_path):
     submission_from_solution(course, AID, subs / "_a").rename(subs / "alice.ipynb")
     released_notebook(course, AID, subs / "bob" / AID)
     out = tmp_path / "out"
-    run = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress")
+    # The preflight grades the solution first, meets the crash, and grades no student at all.
+    stopped = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress")
+    assert stopped.returncode == 1 and "preflight" in stopped.stderr and "no submission was graded" in stopped.stderr
+    assert not (out / "students").exists()
+    # Past the preflight (an instructor's explicit choice), the crash costs only its submission.
+    run = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress", "--no-preflight")
     assert run.returncode == 1  # grader errors are the instructor's to fix: non-zero exit
-    alice = json.loads((out / "alice" / "results.json").read_text())
-    bob = json.loads((out / "bob" / "results.json").read_text())
+    assert "NOT graded" in run.stdout
+    rows = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    assert rows["alice"]["score"] == "" and rows["alice"]["status"] == "grader-error"  # no score recorded
+    alice = json.loads((out / "students" / "alice" / "results.json").read_text())
+    bob = json.loads((out / "students" / "bob" / "results.json").read_text())
     assert alice["status"] == "grader-error" and "stopped" in alice["message"]
     assert bob["status"] == "ok" and bob["max_score"] == 6 and len(bob["tests"]) == 6
-    again = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress")
+    again = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress", "--no-preflight")
     assert "graded 1, unchanged 1" in again.stdout, again.stdout  # the failed one is retried, not kept

@@ -63,7 +63,7 @@ def cheats(out: Path, gradebook: Path) -> dict[str, dict[str, str]]:
         "write-results": {"count_words": (
             "import json, os\n"
             f"_fake = {{'score': 6, 'max_score': 6, 'status': 'ok', 'tests': []}}\n"
-            f"for _p in [{str(out / 'write-results' / 'results.json')!r}, {str(out / 'honest' / 'results.json')!r},\n"
+            f"for _p in [{str(out / 'students' / 'write-results' / 'results.json')!r}, {str(out / 'students' / 'honest' / 'results.json')!r},\n"
             f"           {str(root / 'autograder' / AID / 'test_checks.py')!r}]:\n"
             "    try:\n        open(_p, 'w').write(json.dumps(_fake))\n    except OSError:\n        pass\n"
             "def count_words(text):\n    return {}"), **WRONG},
@@ -105,13 +105,13 @@ def test_cheaters_score_nothing_and_the_honest_score_is_exact(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {r["student_id"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert set(rows) == {"honest", *cheats(out, db)}
-    honest = json.loads((out / "honest" / "results.json").read_text())
+    honest = json.loads((out / "students" / "honest" / "results.json").read_text())
     assert honest["score"] == 6 and all(t["score"] == t["max_score"] for t in honest["tests"]), honest
     scored = {s: r["score"] for s, r in rows.items() if s != "honest" and r["score"] != "0"}
-    assert scored == {}, {s: (rows[s]["status"], json.loads((out / s / "results.json").read_text())["message"])
+    assert scored == {}, {s: (rows[s]["status"], json.loads((out / "students" / s / "results.json").read_text())["message"])
                           for s in scored}
     for student in cheats(out, db):
-        assert json.loads((out / student / "results.json").read_text())["score"] == 0
+        assert json.loads((out / "students" / student / "results.json").read_text())["score"] == 0
     assert fingerprint(FIXTURE) == before, "a cheater changed the course files"
 
     from lmcourse.grading.assign import tools_on_path

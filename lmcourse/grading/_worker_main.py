@@ -318,6 +318,11 @@ def worker(config_path: str) -> int:
                 "refused-output", exc, f"the value could not be converted ({type(exc).__name__})"))
         wire.write_all(rep_fd, frame)
 
+    # Everything above is the grader's own setup. Say so before any student code runs: if the
+    # process dies before this frame, the sandbox failed (a grader error), not the submission.
+    if cfg.get("boot_id"):
+        send(cfg["boot_id"], "ok", {"booted": True})
+
     module_file = os.path.join(BOOT, "submission.py")
     module = None
     import_error = None
@@ -384,6 +389,9 @@ def worker(config_path: str) -> int:
                 continue
         except probes.Missing as exc:
             send(msg_id, "error", _error("missing", message=_safe_str(exc)))
+            continue
+        except probes.WrongResult as exc:
+            send(msg_id, "error", _error("wrong-result", message=_safe_str(exc)))
             continue
         except probes.ProbeUsageError as exc:
             send(msg_id, "error", _error("probe-error", message=_safe_str(exc)))

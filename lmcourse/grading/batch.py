@@ -2,10 +2,15 @@
 
 Layout of ``--out``::
 
-    grades.csv                     one row per student (written at the end, atomically)
-    <student>/results.json         Gradescope schema; written last, atomically: its presence
+    grades.csv                     one row per student (written at the end, atomically); a
+                                   submission the grader failed on has no score, only its status
+    students/<student>/results.json  Gradescope schema; written last, atomically: its presence
                                    with a matching key means "graded, nothing to redo"
-    <student>/feedback.html        names, points, messages
+    students/<student>/feedback.html names, points, messages
+
+Student ids are file or folder names the students chose, so they live in a
+folder of their own (``students/``) and can never collide with the grader's
+own files (a student called ``grades.csv`` is just another student).
 
 Each submission is graded by ``python -m lmcourse.grading.runner`` in its own
 process: a submission that somehow takes the grader down takes only its own
@@ -38,7 +43,21 @@ from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.runner import failed_result, write_json_atomic
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
-RUNNER_TIMEOUT = 1800  # seconds; the worker's own limits are far tighter, this only catches a stuck grader
+STUDENTS = "students"  # the folder of --out that holds one folder per student
+
+
+def runner_timeout(root: Path, assignment_id: str) -> float:
+    """How long a runner may take for one submission before it counts as stuck.
+
+    It must exceed everything a submission may legitimately use, or a
+    student who uses up the worker's whole budget would turn a grade into a
+    grader error: the worker's total budget (restarts included), one more
+    import, and time for the trusted side (reference values, scoring).
+    """
+    from lmcourse.grading.runner import _limits
+
+    limits = _limits(root, assignment_id, None)
+    return limits.total_timeout + limits.effective_import_timeout() + max(300.0, 0.5 * limits.total_timeout)
 
 
 @dataclass
@@ -57,10 +76,15 @@ def find_submissions(folder: Path, assignment_id: str) -> tuple[list[Submission]
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
-        if entry.is_file() and entry.suffix == ".ipynb":
+        # Symbolic links are never followed (a link to the solution or to another student's work
+        # is not a submission): a linked notebook is handed to the runner, which refuses it with
+        # the status `symlink`; a linked folder is the same as a linked notebook inside it.
+        nested = entry / assignment_id / f"{assignment_id}.ipynb"
+        if entry.suffix == ".ipynb" and (entry.is_symlink() or entry.is_file()):
             student, path = entry.stem, entry
-        elif entry.is_dir() and (entry / assignment_id / f"{assignment_id}.ipynb").is_file():
-            student, path = entry.name, entry / assignment_id / f"{assignment_id}.ipynb"
+        elif entry.is_dir() and (nested.is_symlink() or nested.is_file()):
+            linked = entry if entry.is_symlink() else entry / assignment_id if nested.parent.is_symlink() else None
+            student, path = entry.name, (linked if linked is not None else nested)
         else:
             if entry.is_dir():
                 skipped.append(f"{entry.name}/ (no {assignment_id}/{assignment_id}.ipynb inside)")
@@ -91,12 +115,22 @@ def grader_fingerprint(root: Path, assignment_id: str, tier: str) -> str:
 
 
 def submission_key(path: Path, fingerprint: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes() + fingerprint.encode()).hexdigest()
+    """Hash of the submission as it is (a link's target path, never the file it points to) and the grader."""
+    path = Path(path)
+    try:
+        data = b"symlink:" + os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+    except OSError as err:  # unreadable: graded (and reported) as such, and tried again next run
+        data = f"unreadable:{err}:{time.time()}".encode()
+    return hashlib.sha256(data + fingerprint.encode()).hexdigest()
+
+
+def student_dir(out: Path, student: str) -> Path:
+    return Path(out) / STUDENTS / student
 
 
 def stored_result(out: Path, student: str) -> dict | None:
     try:
-        return json.loads((Path(out) / student / "results.json").read_text())
+        return json.loads((student_dir(out, student) / "results.json").read_text())
     except (OSError, ValueError):
         return None
 
@@ -200,14 +234,14 @@ def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, 
 
 
 def _grade_with(runner: Runner, root: Path, assignment_id: str, sub: Submission, key: str, out: Path) -> dict:
-    dest = Path(out) / sub.student
+    dest = student_dir(out, sub.student)
     dest.mkdir(parents=True, exist_ok=True)
     for stale in dest.glob(".*.tmp"):  # left by a runner killed mid-write
         stale.unlink(missing_ok=True)
     results = dest / "results.json"
     task = {"notebook": str(sub.path), "out": str(results), "feedback": str(dest / "feedback.html"),
             "student": sub.student, "extra": {"student_id": sub.student, "key": key}}
-    failure = runner.grade(task, RUNNER_TIMEOUT)
+    failure = runner.grade(task, runner_timeout(root, assignment_id))
     result = stored_result(out, sub.student)
     if failure or result is None or result.get("extra_data", {}).get("key") != key:
         result = failed_result(assignment_id, "grader-error", failure or "the grader wrote no result")
@@ -231,6 +265,9 @@ def write_grades_csv(out: Path, rows: list[tuple[str, dict]]) -> Path:
     w = csv.writer(buf)
     w.writerow(["student_id", "score", "max_score", "status", *cols])
     for student, r in sorted(rows):
+        if r.get("status") == "grader-error":  # not graded: no score at all, only why
+            w.writerow([student, "", "", "grader-error", *[""] * len(cols)])
+            continue
         by_name = {t["name"]: t["score"] for t in r.get("tests", [])}
         w.writerow([student, f"{r.get('score', 0):g}", f"{r.get('max_score', 0):g}", r.get("status", ""),
                     *[f"{by_name[c]:g}" if c in by_name else "" for c in cols]])
@@ -242,12 +279,22 @@ def write_grades_csv(out: Path, rows: list[tuple[str, dict]]) -> Path:
 
 
 def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: int = 1, force: bool = False,
-        tier: str = "cpu", gradebook: Path | None = None, progress: bool = True, log=print) -> dict:
-    """Grade every submission in ``submissions`` into ``out``; return a summary dict."""
+        tier: str = "cpu", gradebook: Path | None = None, progress: bool = True, log=print,
+        preflight: bool = True) -> dict:
+    """Grade every submission in ``submissions`` into ``out``; return a summary dict.
+
+    preflight: first grade the solution and the release on this machine (cached; see
+    `lmcourse.grading.preflight`); when either is off, raise `GraderError` before any
+    student's work is touched.
+    """
     from tqdm import tqdm
 
     root, out = Path(root).resolve(), Path(out).resolve()
     nbmod.load_release(root, assignment_id)  # fail early, with the fix, when the release is missing
+    if preflight:
+        from lmcourse.grading.preflight import preflight_in_subprocess
+
+        log(preflight_in_subprocess(root, assignment_id, tier))
     subs, skipped = find_submissions(submissions, assignment_id)
     for s in skipped:
         log(f"skipped {s}")
@@ -268,12 +315,12 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
         for sub, result in grade_all(root, assignment_id, todo, out, tier, jobs):
             done.append((sub.student, result))
             if book:
-                book.record(sub.student, result)  # as each finishes: a killed batch keeps these
+                _record(book, sub.student, result, log)  # as each finishes: a killed batch keeps these
             bar.set_postfix_str(f"{sub.student}: {result.get('score', 0):g}/{result.get('max_score', 0):g}")
             bar.update(1)
     if book:
         for student, result in done:  # idempotent: also covers grades skipped this run
-            book.record(student, result)
+            _record(book, student, result, log)
     csv_path = write_grades_csv(out, done)
     seconds = time.perf_counter() - started
     bad = [(s, r) for s, r in done if r.get("status") != "ok"]
@@ -284,7 +331,19 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
         f"({seconds / max(1, len(todo)):.2f} s per submission, --jobs {jobs}); {csv_path}")
     for s, r in sorted(bad):
         log(f"  {s}: {r.get('status')}: {r.get('message')}")
+    if summary["grader_errors"]:
+        log(f"{summary['grader_errors']} submission(s) were NOT graded because the grader failed (status "
+            "grader-error above: no score was recorded for them). Fix the cause and run the same command "
+            "again: it grades only those.")
     return summary
+
+
+def _record(book: "Gradebook", student: str, result: dict, log) -> None:
+    """Record one grade in the gradebook; a failure is reported and the batch goes on."""
+    try:
+        book.record(student, result)
+    except Exception as err:  # the gradebook's problem, not the student's; their results.json stands
+        log(f"  {student}: not recorded in the gradebook ({type(err).__name__}: {err})")
 
 
 def _alembic_head() -> str:

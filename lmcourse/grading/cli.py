@@ -30,7 +30,8 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     try:
         summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                             tier=resolve_tier(args.tier), gradebook=args.gradebook,
-                            progress=not getattr(args, "no_progress", False))
+                            progress=not getattr(args, "no_progress", False),
+                            preflight=not getattr(args, "no_preflight", False))
     except (FileNotFoundError, GraderError) as err:
         raise CommandError(str(err)) from None
     return 1 if summary["grader_errors"] else 0

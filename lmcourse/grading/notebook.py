@@ -27,9 +27,12 @@ the solution notebook gives the *reference module*.
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import json
+import os
 import re
+import stat
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -72,6 +75,8 @@ class Extraction:
     blocked_cells: dict[str, str] = field(default_factory=dict)
     # (first line, last line, grade_id) of each cell in `source`, to name the cell of an error
     line_map: list[tuple[int, int, str]] = field(default_factory=list)
+    # what `rules.scan_answers` found in the answer cells (filled in by the runner)
+    findings: dict = field(default_factory=dict)
 
     def cell_at(self, line: int) -> str | None:
         for first, last, grade_id in self.line_map:
@@ -121,6 +126,22 @@ def _node(value):
     return value
 
 
+MAX_DEPTH = 64  # nbformat's own schema is a handful of levels deep; metadata may add a few
+
+
+def _depth(value) -> int:
+    """How deeply ``value`` nests lists and dicts (without recursion: any depth is measured safely)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, d)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def parse_notebook(text: str, name: str = "notebook") -> Node:
     """Parse notebook JSON text into a v4 :class:`Node` tree, or raise :class:`NotebookError`."""
     try:
@@ -133,6 +154,10 @@ def parse_notebook(text: str, name: str = "notebook") -> Node:
         ) from None
     except RecursionError:
         raise NotebookError("not-json", f"{name} nests JSON too deeply to be a notebook") from None
+    depth = _depth(data)
+    if depth > MAX_DEPTH:
+        raise NotebookError("invalid-notebook", f"{name} nests JSON {depth} levels deep; a notebook needs fewer "
+                            f"than {MAX_DEPTH}. Save it from Jupyter again (or remove the odd metadata)")
     if not isinstance(data, dict) or "nbformat" not in data or not ("cells" in data or "worksheets" in data):
         found = f"a JSON {type(data).__name__}" if not isinstance(data, dict) else \
             "a JSON object without 'nbformat' and 'cells'"
@@ -174,10 +199,24 @@ def parse_notebook(text: str, name: str = "notebook") -> Node:
 def read_notebook(path: Path) -> Node:
     """Read ``path`` as a v4 notebook, or raise :class:`NotebookError` saying why not."""
     path = Path(path)
+    # Read the file as it is: a symbolic link (to the solution, to another student's notebook) is
+    # never followed, and anything but a regular file (a FIFO would block forever) is refused.
+    if path.is_symlink():
+        raise NotebookError("symlink", f"{path.name} is a symbolic link, not a notebook file; the grader does not "
+                            "follow links. Submit the notebook file itself")
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NotebookError("symlink", f"{path.name} is a symbolic link, not a notebook file; the grader "
+                                "does not follow links. Submit the notebook file itself") from None
         raise NotebookError("unreadable", f"cannot read {path.name}: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NotebookError("unreadable", f"{path.name} is not a regular file; submit the saved .ipynb")
+        size = info.st_size
+        data = f.read(MAX_NOTEBOOK_BYTES + 1) if size <= MAX_NOTEBOOK_BYTES else b""
     if size == 0:
         raise NotebookError("empty", f"{path.name} is an empty file, not a notebook; submit the saved .ipynb")
     if size > MAX_NOTEBOOK_BYTES:
@@ -187,7 +226,7 @@ def read_notebook(path: Path) -> Node:
             f"{MAX_NOTEBOOK_BYTES // 2**20} MiB (clear the outputs and save again)",
         )
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise NotebookError("not-json", f"{path.name} is not a text file; expected a Jupyter notebook (.ipynb)") from None
     if not text.strip():
@@ -295,8 +334,10 @@ def _parses(code: str) -> SyntaxError | None:
         ast.parse(code)  # parsing only: nothing is executed
     except SyntaxError as err:
         return err
-    except (ValueError, RecursionError, MemoryError) as err:  # null bytes, absurd nesting
+    except ValueError as err:  # null bytes
         return SyntaxError(str(err) or type(err).__name__)
+    # MemoryError and RecursionError propagate: the submission is too large or deep to read at all
+    # (`bounded` turns them into the status too-large).
     return None
 
 

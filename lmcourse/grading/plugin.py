@@ -57,7 +57,12 @@ class StudentProxy:
         return self._worker.call(name, *args, timeout=timeout, **kwargs)
 
     def probe(self, probe_name: str, *, timeout: float | None = None, **kwargs) -> Any:
-        self._plugin._note_function(kwargs.get("name") or kwargs.get("fn") or kwargs.get("cls") or probe_name)
+        label = kwargs.get("name") or kwargs.get("fn") or kwargs.get("cls") or probe_name
+        self._plugin._note_function(label)
+        if kwargs.get("no_builtin_rnn"):
+            # The worker refuses the built-in layers while the probe runs; the student's code could
+            # switch that guard off, so the rule is verified here too, from the source (`rules`).
+            self._plugin.require_no_builtin_rnn(str(label))
         return self._worker.probe(probe_name, timeout=timeout, **kwargs)
 
     def has(self, name: str) -> bool:
@@ -79,7 +84,7 @@ class GradingPlugin:
 
     def __init__(self, *, worker, reference, tier: str, assignment: str, blocked: dict[str, str] | None = None,
                  block_all: tuple[str, str] | None = None, visible_only: bool = False,
-                 exclude: frozenset[str] = frozenset()):
+                 exclude: frozenset[str] = frozenset(), findings: dict | None = None):
         # underscored: the fixture methods below own the plain names
         self._worker = worker
         self._reference = reference
@@ -89,6 +94,7 @@ class GradingPlugin:
         self.block_all = block_all  # (status, message): nothing of the submission can run
         self.visible_only = visible_only
         self.exclude = frozenset(exclude)  # check names left out (not run, not counted)
+        self.findings = dict(findings or {})  # `rules.scan_answers` of the submission
         self.results: dict[str, dict] = {}
         self.order: list[str] = []
         self.not_run: list[dict] = []  # checks left out by visible_only or exclude, for a count
@@ -96,6 +102,20 @@ class GradingPlugin:
         self._current: str | None = None
         self._started: dict[str, float] = {}
         self.StudentError = _student_error_type()
+
+    def require_no_builtin_rnn(self, label: str) -> None:
+        """Fail the current check (as the student's error) when the answer cells could use a
+        built-in recurrent layer or switch off the worker's guard against one."""
+        if not self.findings or self.StudentError is None:
+            return
+        from lmcourse.grading.rules import describe
+
+        raise self.StudentError(
+            "exception", f"`{label}` was not run: this assignment asks for the recurrence written with tensor "
+            f"operations, and your answer cells use {describe(self.findings)}. Built-in recurrent layers "
+            "(nn.RNN, nn.LSTM, nn.GRU and their cells), torch's kernel tables, dynamic code (eval, exec, "
+            "computed getattr) and the grader's own modules are not allowed in this assignment's answers",
+            name=label)
 
     # -- fixtures ---------------------------------------------------------------------------
 
@@ -184,6 +204,12 @@ class GradingPlugin:
         if excinfo is None:
             return {"output": "the check did not complete", "kind": "error"}
         exc = excinfo.value
+        sandbox_error = getattr(sandbox_module(), "SandboxError", ())
+        if isinstance(exc, sandbox_error):
+            # The grader's own failure (the sandbox, a check misusing a probe): the whole grade is
+            # void (the runner raises GraderError), never a 0 for this check.
+            self.config_errors.append(f"{self._current or 'a check'}: {exc}")
+            return {"output": "the grader failed while running this check", "kind": "grader-error"}
         if self.StudentError is not None and isinstance(exc, self.StudentError):
             kind = getattr(exc, "kind", "exception")
             message = getattr(exc, "message", None) or str(exc)

@@ -31,6 +31,7 @@ from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
+from lmcourse.grading import bounded
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
 
@@ -131,16 +132,19 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     block_all: tuple[str, str] | None = None
     extraction = None
     try:
-        nb = nbmod.read_notebook(notebook)
+        # The work that grows with the submission runs in a child with a memory and time budget.
+        extraction, upgraded_from = _from_json(bounded.run(_read_and_extract, Path(notebook), release,
+                                                           what=Path(notebook).name))
     except nbmod.NotebookError as err:
         block_all = (err.status, err.message)
         problems.append(nbmod.Problem(err.status, err.message))
+    except bounded.BoundedError as err:
+        raise GraderError(str(err)) from err
     else:
-        extraction = nbmod.check_and_extract(nb, release)
         problems, blocked = extraction.problems, extraction.blocked_cells
-        if nb.metadata.get("lmcourse_upgraded_from"):
+        if upgraded_from:
             problems.insert(0, nbmod.Problem(
-                "old-nbformat", f"the notebook was in format v{nb.metadata['lmcourse_upgraded_from']} and was "
+                "old-nbformat", f"the notebook was in format v{upgraded_from} and was "
                 "upgraded to v4 for grading; save it from a current Jupyter"))
 
     worker = None
@@ -149,7 +153,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     try:
         if block_all is None:
             try:
-                worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits))
+                worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
+                                secret_dirs=[root / "autograder", root / "solutions"])
                 worker.__enter__()
                 isolation = worker.isolation
                 failed = getattr(worker, "import_error", None)
@@ -163,7 +168,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 raise GraderError(f"the sandbox cannot start: {err}") from err
         plugin = GradingPlugin(worker=worker, reference=reference, tier=tier, assignment=assignment_id,
                                blocked=blocked, block_all=block_all, visible_only=visible_only,
-                               exclude=frozenset(exclude))
+                               exclude=frozenset(exclude),
+                               findings=extraction.findings if extraction is not None else {})
         run_checks(folder, plugin)
         if worker is not None:
             try:
@@ -190,6 +196,31 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
 
 
 STUDENT_KINDS = ("missing", "exception", "timeout", "crashed", "refused-output", "import-error", "output-too-large")
+
+
+def _read_and_extract(path: Path, release) -> dict:
+    """Read the submission and line it up with the release (runs in `bounded`'s child)."""
+    from lmcourse.grading import rules
+
+    nb = nbmod.read_notebook(path)
+    ext = nbmod.check_and_extract(nb, release)
+    answers = {nbmod.grade_id(c) for c in release.cells if nbmod.role(c) == "solution"}
+    return {"source": clean_text(ext.source), "problems": [p.as_dict() for p in ext.problems],
+            "blocked": ext.blocked_cells, "line_map": ext.line_map,
+            "upgraded_from": nb.metadata.get("lmcourse_upgraded_from"),
+            "findings": rules.scan_answers(ext.source, ext.line_map, answers)}
+
+
+def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
+    problems = [nbmod.Problem(p["status"], clean_text(p["message"]), p["cell"]) for p in data["problems"]]
+    extraction = nbmod.Extraction(data["source"], problems, dict(data["blocked"]),
+                                  [tuple(x) for x in data["line_map"]], data["findings"])
+    return extraction, data["upgraded_from"]
+
+
+def clean_text(text: str) -> str:
+    """Text that came from a submission, safe to write anywhere: valid UTF-8 (lone surrogates replaced)."""
+    return str(text).encode("utf-8", "replace").decode("utf-8", "replace")
 
 
 def _name_cell(message: str, extraction) -> str:
@@ -249,7 +280,11 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
         if kinds:
             status = max(set(kinds), key=kinds.count)
             first = next(t for t in tests if t["kind"] == status)
-            message = f"{STATUS_WORDS[status]}: {first['output']}"
+            # The top-level message is shown at once: a hidden check's message (which may quote what
+            # the student's code made of the hidden inputs) waits for publication like the check.
+            detail = first["output"] if first["visibility"] == "visible" else \
+                f"in the check '{first['name']}' (its message is shown when grades are released)"
+            message = f"{STATUS_WORDS[status]}: {detail}"
         else:
             status, message = "ok", "graded"
     message = " ".join(str(message).split())  # one line
@@ -273,7 +308,19 @@ def failed_result(assignment_id: str, status: str, message: str) -> dict:
             "assignment": assignment_id, "execution_time": 0.0}
 
 
+def _clean_tree(value):
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: _clean_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_tree(v) for v in value]
+    return value
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON, atomically; text that came from a submission is made valid UTF-8 first."""
+    data = _clean_tree(data)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -300,7 +347,7 @@ def grade_to_files(root: Path, assignment_id: str, notebook: Path, out: Path, *,
         feedback = Path(feedback)
         feedback.parent.mkdir(parents=True, exist_ok=True)
         tmp = feedback.with_name(f".{feedback.name}.{os.getpid()}.tmp")
-        tmp.write_text(feedback_html(result, student or Path(notebook).stem))
+        tmp.write_text(feedback_html(result, student or Path(notebook).stem), encoding="utf-8", errors="replace")
         os.replace(tmp, feedback)
     if gradescope:
         from lmcourse.grading.report import to_gradescope
@@ -348,8 +395,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra", default=None, help="JSON object merged into the result's extra_data")
     p.add_argument("--gradescope", action="store_true", help="write Gradescope's schema only")
     p.add_argument("--serve", action="store_true", help="grade tasks read as JSON lines from stdin (batches)")
+    p.add_argument("--preflight", action="store_true",
+                   help="grade the solution (full marks expected) and the release (0 expected) on this machine; "
+                        "exit 0 when both hold (cached), 4 with the reason on stderr otherwise")
     args = p.parse_args(argv)
     sys.dont_write_bytecode = True
+    if args.preflight:
+        from lmcourse.grading.preflight import preflight
+
+        try:
+            print(preflight(args.root, args.assignment, args.tier))
+        except (GraderError, FileNotFoundError) as err:
+            print(" ".join(str(err).split()), file=sys.stderr)
+            return 4
+        return 0
     if args.serve:
         return serve(args.root, args.assignment, resolve_tier(args.tier))
     if args.notebook is None or args.out is None:

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import select
 import shutil
@@ -252,7 +253,7 @@ def isolation_available() -> str:
     return _plan(None, force_no_bwrap=False, allocate=False).description
 
 
-def _plan(isolate: bool | None, *, force_no_bwrap: bool, allocate: bool = True) -> _Plan:
+def _plan(isolate: bool | None, *, force_no_bwrap: bool, allocate: bool = True, secrets=None) -> _Plan:
     common = "own process group and session, rlimits, timeouts"
     python_reachable = _reachable_by_others(Path(sys.base_prefix)) and _reachable_by_others(Path(sys.prefix))
     if isolate is False:
@@ -286,7 +287,7 @@ def _plan(isolate: bool | None, *, force_no_bwrap: bool, allocate: bool = True) 
     layers = [f"uid {uid if allocate else 'N (fresh per worker)'}"]
     net = _netns_status()
     layers.append("private network" if net else "network NOT isolated (no network namespace allowed)")
-    exposed = [str(p) for p in _SECRET_DIRS if _reachable_by_others(p)]
+    exposed = [str(p) for p in (_SECRET_DIRS if secrets is None else secrets) if _reachable_by_others(p)]
     files = (f"the course files are NOT hidden ({', '.join(exposed)} readable by any uid: chmod o-rwx them)"
              if exposed else "the course files are NOT hidden from view, but file permissions keep the "
              "hidden checks and solutions unreadable for that uid")
@@ -371,6 +372,40 @@ def _describe_signal(sig: int) -> str:
         return f"signal {sig}"
 
 
+def _clean(text: str) -> str:
+    """Student-controlled text made safe to store and show: valid UTF-8 (a lone surrogate
+    becomes U+FFFD) and no control characters but newlines and tabs."""
+    text = text.encode("utf-8", "replace").decode("utf-8", "replace")
+    return "".join(c if c >= " " or c in "\n\t" else " " for c in text)
+
+
+# Type names a message may quote: the ones the grader's own modules produce. Any other name was
+# chosen by the student's code (a class, perhaps named after the hidden inputs it was given).
+_KNOWN_TYPE = re.compile(r"^(?:numpy|torch|collections|builtins|types|decimal|fractions)(?:\.\w+)+$|^(?:"
+                         + "|".join(("bool", "int", "float", "complex", "str", "bytes", "bytearray", "list",
+                                     "tuple", "dict", "set", "frozenset", "NoneType", "range", "object",
+                                     "function", "generator", "module", "type", "method", "Tensor",
+                                     "Parameter", "ndarray", "value"))
+                         + r")$")
+
+
+def _generic_types(message: str) -> str:
+    """``... of type X`` / ``it returned a X`` with X a student-made class name becomes a generic phrase."""
+    def swap(m: re.Match) -> str:
+        name = m.group(2)
+        if _KNOWN_TYPE.match(name):
+            return m.group(0)
+        return "of a class defined in your code" if m.group(1) == "of type " else \
+            f"{m.group(1).split()[0]} an object of a class defined in your code"
+    return re.sub(r"((?:of type|returned an?|it is an?) )([\w.<>]+)", swap, message)[:500]
+
+
+def _generic_where(where: str) -> str:
+    """Where in a returned value the problem is, without dict keys (the student's code chose them)."""
+    where = re.sub(r"\[(?!\d+\])[^\]]*\]", "[…]", where)
+    return where[:120] if re.fullmatch(r"[\w \[\]…().-]*", where) else "somewhere inside it"
+
+
 def _fmt_bytes(n: int) -> str:
     for unit in ("bytes", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
@@ -395,11 +430,16 @@ class Worker:
     """
 
     def __init__(self, module_source: str, *, limits: Limits = Limits(), isolate: bool | None = None,
-                 extra_files: dict[str, bytes] | None = None, _force_no_bwrap: bool = False) -> None:
+                 extra_files: dict[str, bytes] | None = None, secret_dirs=(),
+                 _force_no_bwrap: bool = False) -> None:
         if not isinstance(module_source, str):
             raise TypeError("module_source must be str")
         self.limits = limits
-        self._plan = _plan(isolate, force_no_bwrap=_force_no_bwrap)
+        # Folders the worker must never see: the course being graded names its own (hidden checks,
+        # solutions), on top of those of the checkout this package runs from.
+        self._secrets = sorted({Path(os.path.realpath(p)) for p in [*_SECRET_DIRS, *secret_dirs]
+                                if Path(p).exists()})
+        self._plan = _plan(isolate, force_no_bwrap=_force_no_bwrap, secrets=self._secrets)
         self._lock = threading.RLock()
         self._out = bytearray()
         self._out_lock = threading.Lock()
@@ -598,7 +638,7 @@ class Worker:
                 continue
             if any(p == q or q in p.parents for q in out):
                 continue
-            for secret in _SECRET_DIRS + [_PROJECT_ROOT] * bool(_SECRET_DIRS):
+            for secret in self._secrets:
                 if p == secret or p in secret.parents:
                     raise SandboxError(f"refusing to expose {p} to the worker: it contains {secret}")
             out.append(p)
@@ -629,6 +669,9 @@ class Worker:
             for dev in sorted(Path("/dev").glob("nvidia*")):
                 cmd += ["--dev-bind", str(dev), str(dev)]
             cmd += ["--ro-bind", "/sys", "/sys"]
+        # The private /tmp first: a venv or package that lives under the host's /tmp is bound on top
+        # of it below (the other way round, the private /tmp would hide the interpreter).
+        cmd += ["--bind", str(d / "tmp"), "/tmp"]
         made = {"/", "/etc", "/usr", "/proc", "/dev", "/tmp"}
         for src in self._bind_sources():
             for anc in reversed(Path(src).parents):
@@ -640,7 +683,6 @@ class Worker:
         cmd += ["--perms", "0755", "--dir", "/sandbox",
                 "--ro-bind", str(d / "boot"), _SANDBOX_BOOT,
                 "--bind", str(d / "home"), _SANDBOX_HOME,
-                "--bind", str(d / "tmp"), "/tmp",
                 "--chdir", _SANDBOX_HOME, "--"]
         return cmd + python_args
 
@@ -666,8 +708,10 @@ class Worker:
             ctl_r, ctl_w = os.pipe()
             child_fds.append(ctl_r)
             home, tmp, boot = str(d / "home"), str(d / "tmp"), str(d / "boot")
+        boot_id = secrets.token_hex(16)
         config = {
             "request_fd": req_r, "reply_fd": rep_w, "control_fd": ctl_r, "home": home, "hello_id": hello_id,
+            "boot_id": boot_id,
             "uid": plan.uid, "gid": plan.uid, "rlimits": self._rlimits(), "unshare_net": plan.unshare_net,
         }
         cfg_name = f"config-{self._starts}.json"
@@ -702,6 +746,17 @@ class Worker:
         start_deadline = min(time.monotonic() + self.limits.effective_import_timeout(), self._deadline)
         if info_r is not None:
             self._read_bwrap_info(info_r, start_deadline)
+        self._booted = False
+        try:
+            self._read_reply(boot_id, start_deadline, "boot")
+        except StudentError as exc:
+            # No student code has run yet: the sandbox itself failed to start.
+            self._drain_output()
+            tail = " ".join(self.captured_output.split())[-300:]
+            self._kill()
+            raise SandboxError(f"the worker process did not start ({exc.message}){': ' + tail if tail else ''}") \
+                from None
+        self._booted = True
         out_before = self._out_total[0]
         try:
             tag, payload = self._read_reply(hello_id, start_deadline, "import")
@@ -924,7 +979,7 @@ class Worker:
         if rc is None:
             return "crashed", "it stopped answering"
         sig = -rc if rc < 0 else (rc - 128 if rc > 128 else 0)
-        if rc in (97, 98):
+        if rc in (97, 98) and not getattr(self, "_booted", False):
             raise SandboxError(f"the sandbox could not set itself up (exit status {rc})")
         if sig == signal.SIGXCPU:
             return "timeout", f"it used more than {self.limits.cpu_seconds} seconds of CPU time"
@@ -950,9 +1005,9 @@ class Worker:
             self._kill()
             return self._garbled_error(name or "import", "malformed error reply")
         kind = payload.get("kind", "")
-        etype = payload.get("type", "")[:200]
-        msg = payload.get("message", "")[:2000]
-        tb = payload.get("traceback", "")[:4000]
+        etype = _clean(payload.get("type", "")[:200])
+        msg = _clean(payload.get("message", "")[:2000])
+        tb = _clean(payload.get("traceback", "")[:4000])
         where = f"\nIn your code:\n{tb}" if tb else ""
         if importing or kind == "import-error":
             what = f"{etype}: {msg}" if etype and not msg.startswith("your code") else msg
@@ -966,16 +1021,19 @@ class Worker:
                                 "that it is defined in a solution cell (not a demo cell).", name=name, detail=msg)
         if kind == "refused-output":
             at = payload.get("where", "")
-            at = at if type(at) is str else ""
-            return StudentError("refused-output", f"`{name}` returned {msg}{' at ' + at[:200] if at else ''}, "
+            at = _generic_where(at if type(at) is str else "")
+            msg = _generic_types(msg)
+            return StudentError("refused-output", f"`{name}` returned {msg}{' at ' + at if at else ''}, "
                                 "which the grader does not accept. Return plain data: numbers, strings, lists, "
                                 "tuples, dicts, NumPy arrays or torch tensors.", name=name)
         if kind == "output-too-large":
             return StudentError("output-too-large", f"`{name}` returned a value too large for the grader "
                                 f"(more than {_fmt_bytes(self.limits.reply_bytes)}).", name=name, detail=msg)
         if kind == "probe-error":
-            return StudentError("exception", f"The grader could not run its check on your code for `{name}`.",
-                                name=name, detail=msg)
+            # A check called a probe wrongly: the grader's fault, never the student's grade.
+            raise SandboxError(f"a check used the probe for `{name}` wrongly (reported by the worker): {msg[:300]}")
+        if kind == "wrong-result":
+            return StudentError("exception", f"`{name}`: {_generic_types(msg)}", name=name, detail=msg)
         if kind == "exception":
             head = f"{etype}: {msg}" if etype and msg else (etype or msg)
             if etype == "MemoryError":
