@@ -22,8 +22,10 @@ This file is self-contained (standard library, NumPy, torch imported lazily):
 the sandbox copies it into the worker's private boot folder.
 
 Errors: `Missing` when the module lacks the named class or function (the
-student sees "not defined"), `ProbeUsageError` when the check passed bad
-arguments (a grader bug: the student sees a generic message).  Any other
+student sees "not defined"), `WrongResult` when the student's code ran but
+built or returned something of the wrong kind (the student sees the message),
+`ProbeUsageError` when the check passed bad arguments (a bug of the grader's:
+the submission ends as a grader error, never as a score).  Any other
 exception comes from the student's code.
 
 Adding a probe: decorate a function with ``@probe``; its name is the probe
@@ -45,6 +47,10 @@ PROBES: dict[str, Callable] = {}
 
 class Missing(LookupError):
     """The student module does not define what the probe needs."""
+
+
+class WrongResult(TypeError):
+    """The student's code ran, but what it built or returned is not what the probe needs."""
 
 
 class ProbeUsageError(ValueError):
@@ -150,7 +156,7 @@ def instantiate(module, cls: str, init_kwargs=None, state_dict=None, seed=None, 
     obj = klass(**(init_kwargs or {}))
     if state_dict is not None:
         if not isinstance(obj, torch.nn.Module):
-            raise Missing(f"{cls} is not a torch.nn.Module, so weights cannot be loaded into it")
+            raise WrongResult(f"{cls} is not a torch.nn.Module, so weights cannot be loaded into it")
         sd = {k: to_tensor(v) for k, v in state_dict.items()}
         obj.load_state_dict(sd, strict=strict)
     return obj
@@ -263,7 +269,7 @@ def parameter_shapes(module, *, cls: str, init_kwargs=None, seed=None):
     torch = _torch()
     obj = instantiate(module, cls, init_kwargs, None, seed)
     if not isinstance(obj, torch.nn.Module):
-        raise Missing(f"{cls} is not a torch.nn.Module")
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
     shapes = {name: tuple(int(d) for d in p.shape) for name, p in obj.named_parameters()}
     shapes["__total__"] = int(sum(p.numel() for p in obj.parameters()))
     return shapes
@@ -312,7 +318,7 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     torch = _torch()
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if not isinstance(obj, torch.nn.Module):
-        raise Missing(f"{cls} is not a torch.nn.Module")
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
     if dtype is not None:
         obj = obj.to(getattr(torch, dtype))
     obj.train(bool(train))
@@ -357,7 +363,7 @@ def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: in
     train_fn = _get(module, fn, "function")
     model = train_fn(**dict(config or {}))
     if not isinstance(model, torch.nn.Module):
-        raise Missing(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
+        raise WrongResult(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
     model.eval()
     x = to_tensor(eval_inputs)
     first = next(iter(model.parameters()), None)
@@ -369,8 +375,71 @@ def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: in
     if isinstance(out, (tuple, list)):
         out = out[0]
     if not isinstance(out, torch.Tensor):
-        raise Missing(f"the model returned by {fn} must output a tensor of logits")
+        raise WrongResult(f"the model returned by {fn} must output a tensor of logits")
     return to_array(out)
+
+
+@contextlib.contextmanager
+def _full_float32():
+    """float32 matrix products in full precision (no TF32) while active, whatever the student's code set:
+    the logits a model returns are then comparable with the grader's, computed on a CPU."""
+    torch = _torch()
+    precision = torch.get_float32_matmul_precision()
+    cudnn = torch.backends.cudnn.allow_tf32
+    try:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = False
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+@probe
+@refusing_builtin_rnn
+def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
+                       eval_kwargs=None, weights: bool = False):
+    """The probe of a graded training run (`lmcourse.grading.training`).
+
+    Calls the student's training function ``fn(**config)``, which returns a
+    model, then runs the model once, in eval mode, without gradients and
+    without TF32, on the whole evaluation batch `eval_inputs` (an int array
+    ``(rows, T)``: held-out lanes and perturbed copies of some, in an order
+    the model cannot tell apart). With ``weights=True`` it also returns the
+    model's ``state_dict`` (``nn.Module.state_dict`` itself, not an override),
+    for a check that rebuilds the model from its weights on the trusted side.
+
+    Returns ``{"logits": array (the model's output, or its first element),
+    "dtype": the logits' torch dtype as text, "state_dict": {name: array} or
+    None}``. Everything in it is untrusted: the contract checks it.
+    no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
+    """
+    torch = _torch()
+    if eval_inputs is None:
+        raise ProbeUsageError("train_and_evaluate needs eval_inputs")
+    seed_everything(seed)
+    train_fn = _get(module, fn, "function")
+    model = train_fn(**dict(config or {}))
+    if not isinstance(model, torch.nn.Module):
+        raise WrongResult(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
+    model.eval()
+    x = to_tensor(eval_inputs)
+    kw = to_tensor(dict(eval_kwargs or {}))
+    first = next(iter(model.parameters()), None)
+    if first is not None:  # a model trained on a GPU is asked there
+        x = x.to(first.device)
+    with torch.no_grad(), _full_float32():
+        out = model(x, **kw)
+    if isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        raise WrongResult(f"the model returned by {fn} must output a tensor of logits (or a tuple whose first "
+                          f"element is one), it output a {type(out).__name__}")
+    result = {"logits": to_array(out), "dtype": str(out.dtype).replace("torch.", ""), "state_dict": None}
+    if weights:
+        state = torch.nn.Module.state_dict(model)
+        result["state_dict"] = {str(k): to_array(v) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    return result
 
 
 @probe
@@ -398,11 +467,11 @@ def call_with_tensors(module, *, fn: str, args=(), kwargs=None, grad_args=(), se
     if not grad_args:
         return to_array(out)
     if not isinstance(out, torch.Tensor) or out.numel() != 1:
-        raise Missing(f"{fn} must return a scalar tensor, it returned "
+        raise WrongResult(f"{fn} must return a scalar tensor, it returned "
                       + (f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else
                          f"a {type(out).__name__}"))
     if not out.requires_grad:
-        raise Missing(f"{fn} returned a tensor without a gradient: keep the computation in torch "
+        raise WrongResult(f"{fn} returned a tensor without a gradient: keep the computation in torch "
                       "(no .item(), .numpy() or .detach())")
     out.reshape(()).backward()
     return {"result": to_array(out), "grads": [_grad_of(args[i]) for i in grad_args]}
