@@ -6,30 +6,55 @@ student's files in ``/autograder/submission``; it reads
 ``/autograder/results/results.json``. Our ``run_autograder`` calls the very
 runner ``lmcourse grade`` uses, on a course tree shipped inside the zip::
 
-    setup.sh  run_autograder  requirements.txt
+    setup.sh            apt (Python 3.11, bubblewrap), then install_python.sh, then the preflight
+    install_python.sh   the Python part: /autograder/venv with the pinned requirements and the
+                        lmcourse package itself (a regular, non-editable install), corpora prefetched
+    run_autograder      preflight, find the notebook (regular files only), grade, results.json
+    requirements.txt    the pinned runtime dependencies (and pytest)
+    pyproject.toml      a minimal one for src/lmcourse, generated from the course's (same version, pins)
     src/lmcourse/...                          the grader (and library) source
     course/solutions/<id>/<id>.ipynb          the reference solution
     course/assignments/<id>/<id>.ipynb        the release (checksums of locked cells)
     course/autograder/<id>/...                the hidden checks
 
-Two environment variables let a test run ``run_autograder`` without
-Gradescope: ``LMCOURSE_AUTOGRADER_DIR`` (instead of ``/autograder``) and
-``LMCOURSE_PYTHON`` (an interpreter that already has the dependencies).
+The package is *installed* into the venv, never taken from ``PYTHONPATH``: the
+sandboxed worker starts with a clean environment (``python -I``), and the
+assignments' own cells import ``lmcourse.data``.
+
+Failures of the autograder itself (the preflight, a ``grader-error``, a
+crash) leave **no** ``results.json``: Gradescope documents that as "The
+autograder failed to execute correctly", shown to the student with a request to
+contact the course staff, and records no score -- never a 0 that reads like a
+grade. The reason goes to ``run_autograder``'s output (instructors only).
+
+Environment variables let a test run the scripts without Gradescope:
+``LMCOURSE_AUTOGRADER_DIR`` (instead of ``/autograder``, for all three scripts),
+``LMCOURSE_PYTHON`` (the interpreter ``run_autograder`` uses; default the
+venv's), ``LMCOURSE_TORCH_INDEX`` (``install_python.sh``'s extra index for
+torch; empty for none) and ``LMCOURSE_BASE_PYTHON`` (the interpreter the venv
+is made from; default ``python3.11``).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 import tomllib
 import zipfile
 from pathlib import Path
 
 BOOK_ONLY = ("jupyter-book", "sphinxcontrib-bibtex", "playwright")
+SYMLINK_MESSAGE = "the submission is a symbolic link; upload the notebook file itself"
+FAILURE_BANNER = "AUTOGRADER FAILURE"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope image setup (runs once): Python 3.11, bubblewrap for the sandbox, pinned packages.
+# Gradescope image setup (runs once, as root, with network): system packages here, the Python
+# part in install_python.sh (a script of its own, so that it can be run and tested without apt).
 set -euo pipefail
+AG="${{LMCOURSE_AUTOGRADER_DIR:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends software-properties-common bubblewrap
@@ -37,56 +62,172 @@ if ! command -v python3.11 >/dev/null; then
     add-apt-repository -y ppa:deadsnakes/ppa && apt-get update
     apt-get install -y --no-install-recommends python3.11 python3.11-venv
 fi
-python3.11 -m venv /autograder/venv
-/autograder/venv/bin/python -m pip install --upgrade pip
-/autograder/venv/bin/python -m pip install --extra-index-url https://download.pytorch.org/whl/cpu \\
-    -r /autograder/source/requirements.txt
+bash "$AG/source/install_python.sh"
+# The hidden checks and the solution: readable by root (the grader) only, never by the worker's uid.
+chmod -R go-rwx "$AG/source/course"
+# Grade the solution and the release once now, so that its cached result is part of the image
+# (every submission runs in a fresh container). run_autograder checks again before each grade and
+# refuses to grade when it fails; here a failure is only reported, in the image's build log.
+"$AG/venv/bin/python" -I -m lmcourse.grading.runner "$AG/source/course" "{assignment}" --preflight --tier auto \\
+    || echo "warning: the preflight failed (see above); run_autograder will refuse to grade until it passes"
+"""
+
+INSTALL_PYTHON_SH = """#!/usr/bin/env bash
+# The Python part of setup.sh: a venv with the pinned requirements and the lmcourse package itself,
+# installed as a regular (non-editable) package, so that the grader and the sandboxed worker, which
+# starts with a clean environment and no PYTHONPATH, both import it from the venv.
+set -euo pipefail
+AG="${LMCOURSE_AUTOGRADER_DIR:-/autograder}"
+BASE="${LMCOURSE_BASE_PYTHON:-python3.11}"
+# torch's CPU wheels (PyPI's default build bundles CUDA libraries); LMCOURSE_TORCH_INDEX= for none.
+TORCH_INDEX="${LMCOURSE_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+VENV="$AG/venv"
+"$BASE" -m venv "$VENV"
+PY="$VENV/bin/python"
+"$PY" -m pip install --quiet --upgrade pip \\
+    || echo "warning: pip was not upgraded; going on with $("$PY" -m pip --version)"
+# Build from a copy: the build writes build/ and *.egg-info next to the sources.
+BUILD="$(mktemp -d)"
+trap 'rm -rf "$BUILD"' EXIT
+cp -R "$AG/source/pyproject.toml" "$AG/source/src" "$BUILD/"
+"$PY" -m pip install ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} -r "$AG/source/requirements.txt" "$BUILD"
+# The package must come from the venv's site-packages, whatever the working directory.
+(cd / && "$PY" -I -c 'import lmcourse, lmcourse.data, lmcourse.grading.runner, sys
+if not lmcourse.__file__.startswith(sys.prefix):
+    sys.exit("lmcourse is not imported from the venv: " + lmcourse.__file__)')
 # The corpora the checks train on (TinyShakespeare for 03-rnnlm), fetched once into the image's
 # cache and verified by checksum, so that grading a submission needs no network.
-PYTHONPATH=/autograder/source/src /autograder/venv/bin/python -m lmcourse.cli data \
+"$PY" -I -m lmcourse.cli data \\
     || echo "warning: corpora not prefetched; the grader will download them when a check needs them"
-# The hidden checks and the solution: readable by root (the grader) only, never by the worker's uid.
-chmod -R go-rwx /autograder/source/course
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this once per submission. It grades the notebook with the same
-# runner as `lmcourse grade` and writes results/results.json in Gradescope's schema.
+# Gradescope runs this once per submission, as root, in a fresh container. It grades the notebook
+# with the same runner as `lmcourse grade` (the lmcourse package installed in the venv by
+# install_python.sh, never PYTHONPATH) and writes results/results.json in Gradescope's schema.
+#
+# When the autograder itself fails (its preflight, a grader error, a crash) no results.json is left:
+# Gradescope then tells the student "The autograder failed to execute correctly. Contact your course
+# staff..." and records no score, instead of a 0 that reads like a grade. The reason is printed here
+# (results/stdout, shown to instructors only). Fix the autograder, then "Regrade All Submissions".
 set -uo pipefail
 AG="${{LMCOURSE_AUTOGRADER_DIR:-/autograder}}"
-PY="${{LMCOURSE_PYTHON:-/autograder/venv/bin/python}}"
+PY="${{LMCOURSE_PYTHON:-$AG/venv/bin/python}}"
 ID="{assignment}"
-NB="$AG/submission/$ID.ipynb"
-if [ ! -f "$NB" ]; then
-    # Gradescope keeps the uploaded file name; take the one notebook there is.
-    FOUND="$(find "$AG/submission" -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | sort | head -n 1)"
-    [ -n "$FOUND" ] && NB="$FOUND"
-fi
+COURSE="$AG/source/course"
+SUB="$AG/submission"
+RESULTS="$AG/results/results.json"
 mkdir -p "$AG/results"
-export PYTHONPATH="$AG/source/src${{PYTHONPATH:+:$PYTHONPATH}}"
-export PYTHONDONTWRITEBYTECODE=1
-export PATH="$(dirname "$PY"):$PATH"
-"$PY" -m lmcourse.grading.runner "$AG/source/course" "$ID" "$NB" \\
-    --out "$AG/results/results.json" --tier auto --gradescope
-status=$?
-if [ ! -s "$AG/results/results.json" ]; then
-    # The grader itself failed: tell Gradescope so instead of leaving no result.
-    printf '{{"score": 0, "output": "The autograder failed (status %s); please contact the course staff.", "tests": []}}\\n' \\
-        "$status" > "$AG/results/results.json"
+rm -f "$RESULTS"
+unset PYTHONPATH PYTHONHOME PYTHONSTARTUP
+export PATH="$(dirname "$PY"):$PATH"  # nbgrader runs its tools by name
+
+failed() {{  # the autograder, not the student: leave no results.json, say why, exit non-zero
+    echo "{banner} ($ID): $1"
+    if [ -s "$RESULTS" ]; then
+        "$PY" -I -c 'import json, sys; r = json.load(open(sys.argv[1])).get("extra_data", {{}}); print("result:", \\
+            r.get("status"), "-", r.get("message"))' "$RESULTS" 2>/dev/null
+        mv -f "$RESULTS" "$AG/results/failed-results.json"
+    fi
+    echo "No results.json was written: Gradescope shows the student that the autograder failed and records"
+    echo "no score. Fix the autograder, then use Regrade All Submissions."
+    exit "${{2:-1}}"
+}}
+
+zero() {{  # a submission that cannot be graded, by the student's doing: 0 points and why ($1 status, $2 message)
+    printf '{{"score": 0.0, "output": "0 points. %s: %s", "visibility": "visible", "stdout_visibility": "hidden", "tests": [], "extra_data": {{"status": "%s", "message": "%s", "assignment": "%s"}}}}\\n' \\
+        "$1" "$2" "$1" "$2" "$ID" > "$RESULTS"
+    echo "$1: $2"
+    exit 0
+}}
+
+# 1. The autograder grades the solution (full marks) and the release (0) on this machine first.
+"$PY" -I -m lmcourse.grading.runner "$COURSE" "$ID" --preflight --tier auto 2>&1
+code=$?
+[ "$code" -eq 0 ] || failed "the preflight failed (exit $code, see above): the solution must get full marks and \
+the release 0 on this machine" "$code"
+
+# 2. The notebook is read as the file it is: regular files only, a symbolic link is never followed.
+NB=""
+if [ -f "$SUB/$ID.ipynb" ] && [ ! -L "$SUB/$ID.ipynb" ]; then
+    NB="$SUB/$ID.ipynb"
+else
+    # Gradescope keeps the uploaded file name: take the regular notebook there is (the first, sorted).
+    NB="$(find "$SUB" -type f -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print0 2>/dev/null \\
+          | sort -z | head -z -n 1 | tr -d '\\0')"
 fi
+if [ -z "$NB" ]; then
+    # A link (to the solution, to someone else's notebook, to a folder holding one) is never graded.
+    if [ -n "$(find "$SUB" -type l 2>/dev/null | head -n 1)" ]; then
+        zero symlink "{symlink}"
+    fi
+    zero no-notebook "no notebook (.ipynb file) was found in the submission; upload $ID.ipynb"
+fi
+
+# 3. Grade. Exit status 3 is a grader-error (the course, not the student): no score is recorded.
+"$PY" -I -m lmcourse.grading.runner "$COURSE" "$ID" "$NB" --out "$RESULTS" --tier auto --gradescope
+code=$?
+[ "$code" -eq 0 ] && [ -s "$RESULTS" ] || failed "the grader stopped with exit status $code" "$(( code ? code : 1 ))"
+"$PY" -I -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["extra_data"].get("status") == "grader-error")' \\
+    "$RESULTS" || failed "the grader reported a grader-error" 3
 exit 0
 """
 
 
-def requirements(root: Path) -> str:
-    """Pinned runtime dependencies from pyproject.toml (minus book-only ones) plus pytest."""
-    pyproject = Path(root) / "pyproject.toml"
-    if not pyproject.exists():  # a course tree without the package (the tests' fixture): use this checkout's
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    meta = tomllib.loads(pyproject.read_text())["project"]
+def _pyproject(root: Path) -> dict:
+    """The course's pyproject.toml, or this checkout's for a course tree without one (the tests' fixture)."""
+    path = Path(root) / "pyproject.toml"
+    if not path.exists():
+        path = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    return tomllib.loads(path.read_text())
+
+
+def _requirement_list(root: Path) -> list[str]:
+    meta = _pyproject(root)["project"]
     deps = [d for d in meta["dependencies"] if not d.split("=")[0].strip().startswith(BOOK_ONLY)]
     deps += [d for d in meta.get("optional-dependencies", {}).get("test", []) if d.startswith("pytest==")]
-    return "\n".join(deps) + "\n"
+    return deps
+
+
+def requirements(root: Path) -> str:
+    """Pinned runtime dependencies from pyproject.toml (minus book-only ones) plus pytest."""
+    return "\n".join(_requirement_list(root)) + "\n"
+
+
+def package_pyproject(root: Path) -> str:
+    """A minimal pyproject.toml that installs ``src/lmcourse`` with the course's version and pins."""
+    data = _pyproject(root)
+    meta = data["project"]
+    build = data.get("build-system", {"requires": ["setuptools>=68"], "build-backend": "setuptools.build_meta"})
+    q = json.dumps  # a JSON string is a valid TOML basic string
+    lines = [
+        "# Generated by lmcourse.grading.gradescope from the course's pyproject.toml: install_python.sh",
+        "# installs the grader (src/lmcourse) from it as a regular package, with the same version and pins.",
+        "[build-system]",
+        f"requires = [{', '.join(q(r) for r in build['requires'])}]",
+        f"build-backend = {q(build['build-backend'])}",
+        "",
+        "[project]",
+        f"name = {q(meta['name'])}",
+        f"version = {q(meta['version'])}",
+    ]
+    if "requires-python" in meta:
+        lines.append(f"requires-python = {q(meta['requires-python'])}")
+    lines.append("dependencies = [" + "".join(f"\n    {q(d)}," for d in _requirement_list(root)) + "\n]")
+    scripts = meta.get("scripts", {})
+    if scripts:
+        lines += ["", "[project.scripts]"] + [f"{q(k)} = {q(v)}" for k, v in scripts.items()]
+    lines += [
+        "",
+        "[tool.setuptools.packages.find]",
+        'where = ["src"]',
+        'include = ["lmcourse*"]',
+        "",
+        "[tool.setuptools.package-data]",
+        '"*" = ["*"]',
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _add_tree(z: zipfile.ZipFile, folder: Path, arcbase: str) -> None:
@@ -94,7 +235,7 @@ def _add_tree(z: zipfile.ZipFile, folder: Path, arcbase: str) -> None:
         rel = path.relative_to(folder)
         if not path.is_file() or any(p in ("__pycache__", ".ipynb_checkpoints", ".pytest_cache") for p in rel.parts):
             continue
-        if path.suffix == ".pyc":
+        if path.suffix == ".pyc" or path.name.endswith(".egg-info"):
             continue
         _write(z, f"{arcbase}/{rel.as_posix()}", path.read_bytes())
 
@@ -106,21 +247,35 @@ def _write(z: zipfile.ZipFile, name: str, data: bytes | str, executable: bool = 
     z.writestr(info, data)
 
 
+def scripts(assignment_id: str) -> dict[str, str]:
+    """The bundle's three scripts for ``assignment_id``, by file name."""
+    if not _SAFE_ID.match(assignment_id):  # it is pasted into shell scripts and JSON
+        raise ValueError(f"assignment id {assignment_id!r}: use letters, digits, '.', '_' and '-' only")
+    return {
+        "setup.sh": SETUP_SH.format(assignment=assignment_id),
+        "install_python.sh": INSTALL_PYTHON_SH,
+        "run_autograder": RUN_AUTOGRADER.format(assignment=assignment_id, symlink=SYMLINK_MESSAGE,
+                                                banner=FAILURE_BANNER),
+    }
+
+
 def build(root: Path, assignment_id: str, out: Path) -> Path:
     """Write the autograder zip for ``assignment_id`` to ``out``."""
     from lmcourse.grading import notebook as nbmod
     from lmcourse.grading.runner import checks_dir
 
     root, out = Path(root), Path(out)
+    texts = scripts(assignment_id)
     nbmod.load_release(root, assignment_id)  # fails with "run lmcourse assign" when missing
     folder = checks_dir(root, assignment_id)
     package = Path(__file__).resolve().parents[1]  # lmcourse/
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with zipfile.ZipFile(tmp, "w") as z:
-        _write(z, "setup.sh", SETUP_SH, executable=True)
-        _write(z, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment_id), executable=True)
+        for name, text in texts.items():
+            _write(z, name, text, executable=True)
         _write(z, "requirements.txt", requirements(root))
+        _write(z, "pyproject.toml", package_pyproject(root))
         _add_tree(z, package, "src/lmcourse")
         _add_tree(z, root / "solutions" / assignment_id, f"course/solutions/{assignment_id}")
         _add_tree(z, root / "assignments" / assignment_id, f"course/assignments/{assignment_id}")
