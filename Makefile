@@ -5,17 +5,19 @@
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
-BIN := $(abspath $(VENV))/bin
+# $(CURDIR), not $(abspath ...): make's path functions split a checkout path that holds spaces
+# into words. Every use below is quoted, so "/tmp/with space/course" works.
+BIN := $(CURDIR)/$(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # Tools run from the venv with its bin/ first on PATH: nbgrader shells out to
 # `alembic` by name and fails without it.
 export PATH := $(BIN):$(PATH)
-export VIRTUAL_ENV := $(abspath $(VENV))
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
 # Offline copies of the public corpora (see ../shared/data/README.md).
-MIRROR := $(abspath ../shared/data)
-ifneq ($(wildcard $(MIRROR)/SHA256SUMS),)
+MIRROR := $(shell cd .. && test -f shared/data/SHA256SUMS && echo "$$PWD/shared/data")
+ifneq ($(MIRROR),)
 export LMCOURSE_DATA_MIRROR ?= $(MIRROR)
 endif
 
@@ -26,8 +28,8 @@ help:
 	@echo "make test   run the whole test suite"
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@test -x "$(BIN)/python" || "$(PYTHON)" -m venv $(VENV)
+	"$(BIN)/python" -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -39,13 +41,13 @@ system-deps:
 	@bash tools/ensure-system-deps.sh
 
 book: setup system-deps
-	$(BIN)/lmcourse book
+	"$(BIN)/lmcourse" book
 
 assignments: setup
-	$(BIN)/lmcourse assign
+	"$(BIN)/lmcourse" assign
 
 test: setup system-deps
-	$(BIN)/python -m pytest
+	"$(BIN)/python" -m pytest
 
 clean:
 	rm -rf book/_build

@@ -80,7 +80,7 @@ def find_submissions(folder: Path, assignment_id: str) -> tuple[list[Submission]
         # is not a submission): a linked notebook is handed to the runner, which refuses it with
         # the status `symlink`; a linked folder is the same as a linked notebook inside it.
         nested = entry / assignment_id / f"{assignment_id}.ipynb"
-        if entry.suffix == ".ipynb" and (entry.is_symlink() or entry.is_file()):
+        if entry.suffix == ".ipynb" and (entry.is_symlink() or not entry.is_dir()):  # a FIFO too: refused later
             student, path = entry.stem, entry
         elif entry.is_dir() and (nested.is_symlink() or nested.is_file()):
             linked = entry if entry.is_symlink() else entry / assignment_id if nested.parent.is_symlink() else None
@@ -118,7 +118,12 @@ def submission_key(path: Path, fingerprint: str) -> str:
     """Hash of the submission as it is (a link's target path, never the file it points to) and the grader."""
     path = Path(path)
     try:
-        data = b"symlink:" + os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        if path.is_symlink():
+            data = b"symlink:" + os.readlink(path).encode()
+        elif path.is_file():
+            data = path.read_bytes()
+        else:  # a FIFO or device would block or never end: the runner refuses it, this only names it
+            data = f"not-a-file:{path.stat().st_mode}".encode()
     except OSError as err:  # unreadable: graded (and reported) as such, and tried again next run
         data = f"unreadable:{err}:{time.time()}".encode()
     return hashlib.sha256(data + fingerprint.encode()).hexdigest()

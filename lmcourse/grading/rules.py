@@ -83,7 +83,8 @@ def scan(code: str) -> dict[str, list[int]]:
             top = module.split(".")[0]
             for a in node.names:
                 bad = (top in MODULES - set(ALLOWED_MODULE_ATTRS)
-                       or (top in ALLOWED_MODULE_ATTRS and a.name not in ALLOWED_MODULE_ATTRS[top])
+                       or (module in ALLOWED_MODULE_ATTRS and a.name not in ALLOWED_MODULE_ATTRS[module])
+                       or module.startswith("lmcourse.grading")
                        or (top == "torch" and (a.name in BUILTIN_RNN_LAYERS | TORCH_KERNELS | TORCH_RISKY_ATTRS
                                                or a.name == "*"))
                        or top in GRADER_INTERNALS

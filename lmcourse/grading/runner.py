@@ -420,4 +420,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run with -m, this file is __main__: hand over to the package's module, so that the
+    # GraderError raised by other modules is the very class `main` catches.
+    from lmcourse.grading.runner import main as _main
+
+    sys.exit(_main())
