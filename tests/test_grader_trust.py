@@ -242,9 +242,16 @@ def test_a_submission_that_burns_its_budget_is_graded_not_a_grader_error(tmp_pat
     with_answer(subs, "spinner", "def count_words(text):", "def count_words(text):\n    while True:\n        pass\n"
                 "def _count_words(text):")
     out = tmp_path / "out"
+    before = _tree(course)
     run = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress", "--no-preflight")
     assert run.returncode == 0, run.stdout + run.stderr
     assert rows(out)["spinner"]["status"] == "timeout"
+    # Grading writes nothing into the course tree (it can live on a read-only mount; outputs go to --out).
+    assert _tree(course) == before
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
 
 
 # --------------------------------------------------------------------------- 9. the grader's failures are not grades

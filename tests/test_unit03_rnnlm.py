@@ -134,6 +134,31 @@ class LSTM(nn.Module):
             outputs.append(state[0])
         return torch.stack(outputs, dim=1), state
 ''', (LSTM_LAYER, LSTM_CARRY, RNNLM_FORWARD, TRAINING)),
+    "LSTM on nn.LSTMCell with the worker's guard switched off (the rule is verified outside too)": ("LSTM", '''
+import contextlib
+import sys
+
+_guard = sys.modules.get("lmc_" + "probes")  # the grader's probes, inside the worker
+if _guard is not None:
+    _guard.without_builtin_rnn = lambda active=True: contextlib.nullcontext()  # cheat: guard off
+
+
+class LSTM(nn.Module):
+    def __init__(self, d_in, d_hidden):
+        super().__init__()
+        self.d_hidden = d_hidden
+        self.cell = getattr(nn, "LSTM" + "Cell")(d_in, d_hidden)
+
+    def forward(self, x, state=None):
+        B, T, _ = x.shape
+        if state is None:
+            state = (x.new_zeros(B, self.d_hidden), x.new_zeros(B, self.d_hidden))
+        outputs = []
+        for t in range(T):
+            state = self.cell(x[:, t], state)
+            outputs.append(state[0])
+        return torch.stack(outputs, dim=1), state
+''', (LSTM_LAYER, LSTM_CARRY, RNNLM_FORWARD, TRAINING)),
     "loss summed over the positions instead of averaged": ("lm_loss", '''
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="sum")  # bug
