@@ -292,10 +292,12 @@ def test_probe_shapes_methods_training(probe_worker, trusted_module):
                              args=[x], kwargs={"p": 1}, tensors=True)
     assert type(out) is np.ndarray and out.tolist() == [6.0, 22.0]
     ev = np.ones((5, 4), np.float32)
-    logits = probe_worker.probe("train_and_logits", fn="train", config={"steps": 3, "d": 4}, eval_inputs=ev)
-    ref = probes.run_local("train_and_logits", trusted_module, fn="train", config={"steps": 3, "d": 4},
-                           eval_inputs=ev)
-    np.testing.assert_allclose(logits, ref, rtol=1e-5)
+    got = probe_worker.probe("train_and_evaluate", fn="train", config={"steps": 3, "d": 4}, eval_inputs=ev,
+                             weights=True)
+    ref = probes.run_local("train_and_evaluate", trusted_module, fn="train", config={"steps": 3, "d": 4},
+                           eval_inputs=ev, weights=True)
+    np.testing.assert_allclose(got["logits"], ref["logits"], rtol=1e-5)
+    assert set(got["state_dict"]) == set(ref["state_dict"])
     with pytest.raises(StudentError) as e:
         probe_worker.probe("module_forward", cls="Missing", inputs=[x])
     assert e.value.kind == "missing" and "Missing" in e.value.message

@@ -348,37 +348,6 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     return result
 
 
-@probe
-@refusing_builtin_rnn
-def train_and_logits(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
-                     eval_kwargs=None):
-    """Call the student's training function ``fn(**config)``, which returns a model,
-    then return the model's outputs (logits) on `eval_inputs` in eval mode.
-
-    The grader computes the loss from the returned logits itself.
-    no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
-    """
-    torch = _torch()
-    seed_everything(seed)
-    train_fn = _get(module, fn, "function")
-    model = train_fn(**dict(config or {}))
-    if not isinstance(model, torch.nn.Module):
-        raise WrongResult(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
-    model.eval()
-    x = to_tensor(eval_inputs)
-    first = next(iter(model.parameters()), None)
-    if first is not None:  # a model trained on a GPU is asked there
-        x = [v.to(first.device) for v in x] if isinstance(x, (list, tuple)) else x.to(first.device)
-    with torch.no_grad():
-        out = model(x, **to_tensor(dict(eval_kwargs or {}))) if not isinstance(x, (list, tuple)) \
-            else model(*x, **to_tensor(dict(eval_kwargs or {})))
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    if not isinstance(out, torch.Tensor):
-        raise WrongResult(f"the model returned by {fn} must output a tensor of logits")
-    return to_array(out)
-
-
 @contextlib.contextmanager
 def _full_float32():
     """float32 matrix products in full precision (no TF32) while active, whatever the student's code set:
