@@ -323,3 +323,33 @@ def test_preflight_refuses_a_course_whose_release_scores(tmp_path):
                          env=dict(ENV, LMCOURSE_CACHE=str(env_cache)))
     assert run.returncode == 1 and "release scored 0.5" in run.stderr and "passes for anyone" in run.stderr
     assert not (out / "students").exists()
+
+
+def _stuck():
+    import time
+
+    time.sleep(30)
+
+
+def _busy():
+    while True:
+        pass
+
+
+def _our_bug():
+    raise KeyError("a bug of the grader's")
+
+
+def test_bounded_reading_says_whose_failure_it_was():
+    """Too much to read is the notebook's; a stall or an exception in our code is the grader's."""
+    from lmcourse.grading import bounded
+    from lmcourse.grading.notebook import NotebookError
+
+    assert bounded.run(lambda: {"fine": [1, 2]}) == {"fine": [1, 2]}
+    with pytest.raises(NotebookError) as err:
+        bounded.run(_busy, wall_seconds=3)
+    assert err.value.status == "too-large"
+    with pytest.raises(bounded.BoundedError, match="stalled"):
+        bounded.run(_stuck, wall_seconds=2)
+    with pytest.raises(bounded.BoundedError, match="KeyError"):
+        bounded.run(_our_bug)

@@ -14,8 +14,13 @@ Outcomes, and whose they are:
 - the child runs out of memory, CPU time or wall-clock time, or recurses too
   deeply: the *submission* is too large or too deep to read
   (``NotebookError("too-large", ...)``): the student's input did it;
-- the child fails in any other way (an exception in our own code, a crash):
-  `BoundedError`, which the runner turns into ``grader-error``: never a grade.
+- the child fails in any other way (an exception in our own code, a crash,
+  a stall with the CPU idle): `BoundedError`, which the runner turns into
+  ``grader-error``: never a grade.
+
+The function run in the child must use only modules already imported by the
+parent: a fork copies one thread, and a lock another thread held at that
+moment (the import lock, say) is never released in the child.
 """
 
 from __future__ import annotations
@@ -116,12 +121,17 @@ def run(fn: Callable, *args, what: str = "the notebook", memory_bytes: int = MEM
         os.close(read_fd)
         if timed_out:
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
     too_large = NotebookError(
         "too-large", f"{what} takes more than the grader's budget to read ({memory_bytes >> 20} MiB of memory, "
         f"{cpu_seconds} s): a notebook is expected to hold short answer cells. Remove huge or generated "
         "cells and outputs, then save and submit again")
     if timed_out:
+        # Out of wall-clock time. A child that was working hard was given too much to read; one that
+        # hardly ran was stuck on something of ours (a lock held at fork time), not on the notebook.
+        if usage.ru_utime + usage.ru_stime < 0.5 * wall_seconds:
+            raise BoundedError(f"reading {what} stalled in the grader's own child process "
+                               f"({usage.ru_utime + usage.ru_stime:.1f} s of CPU in {wall_seconds:g} s)")
         raise too_large
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None

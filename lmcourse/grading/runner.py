@@ -31,7 +31,7 @@ from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
-from lmcourse.grading import bounded
+from lmcourse.grading import bounded, rules
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
 
@@ -200,8 +200,6 @@ STUDENT_KINDS = ("missing", "exception", "timeout", "crashed", "refused-output",
 
 def _read_and_extract(path: Path, release) -> dict:
     """Read the submission and line it up with the release (runs in `bounded`'s child)."""
-    from lmcourse.grading import rules
-
     nb = nbmod.read_notebook(path)
     ext = nbmod.check_and_extract(nb, release)
     answers = {nbmod.grade_id(c) for c in release.cells if nbmod.role(c) == "solution"}
