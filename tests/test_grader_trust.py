@@ -355,3 +355,13 @@ def test_bounded_reading_says_whose_failure_it_was():
         bounded.run(_stuck, wall_seconds=2)
     with pytest.raises(bounded.BoundedError, match="KeyError"):
         bounded.run(_our_bug)
+
+
+def test_rule_scan_follows_names_across_answer_cells():
+    """`import sys as s` in one answer cell and `s.modules` in another is still `sys.modules`."""
+    from lmcourse.grading import rules
+
+    source = "import sys as s\n\nx = 1\n\nguard = s.modules\n"
+    found = rules.scan_answers(source, [(1, 2, "first"), (3, 3, "given"), (4, 5, "second")], {"first", "second"})
+    assert found == {"sys.modules": [["second", 2]]}
+    assert rules.scan_answers(source, [(1, 2, "first"), (3, 5, "given")], {"first"}) == {}

@@ -69,6 +69,13 @@ def scan(code: str) -> dict[str, list[int]]:
         return {}
     found: dict[str, list[int]] = {}
     aliases: dict[str, str] = {}  # local name -> module it is bound to (import sys as s: s -> sys)
+    for node in ast.walk(tree):  # every binding first: a use may come before its import in the walk
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[(a.asname or a.name).split(".")[0]] = a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in MODULES | {"torch"}:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{(node.module or '').split('.')[0]}.{a.name}"
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -125,14 +132,19 @@ def scan(code: str) -> dict[str, list[int]]:
 
 
 def scan_answers(source: str, line_map, answer_cells) -> dict[str, list[list]]:
-    """`scan` of the answer cells of an extracted module, located as ``[cell grade_id, line in cell]``."""
-    lines = source.splitlines()
+    """`scan` of the answer cells of an extracted module, located as ``[cell grade_id, line in cell]``.
+
+    The whole module is scanned at once, so that a name bound in one cell (``import sys as s``)
+    is known where another cell uses it (``s.modules``); only what stands in answer cells counts
+    (the given cells are the release's own code).
+    """
+    cells = [(first, last, gid) for first, last, gid in line_map if gid in answer_cells]
     out: dict[str, list[list]] = {}
-    for first, last, gid in line_map:
-        if gid not in answer_cells:
-            continue
-        for what, where in scan("\n".join(lines[first - 1:last])).items():
-            out.setdefault(what, []).extend([gid, n] for n in where)
+    for what, where in scan(source).items():
+        for n in where:
+            for first, last, gid in cells:
+                if first <= n <= last:
+                    out.setdefault(what, []).append([gid, n - first + 1])
     return out
 
 
