@@ -96,9 +96,6 @@ BAD = {
                      "worksheets": [{"cells": []}]})), "old-nbformat", ALL),
     "deleted-answer-cell": (lambda p: _edit(p, lambda nb: nb["cells"].remove(_cell(nb, "softmax"))),
                             "missing-cell", SOFTMAX),
-    "renamed-test-cell": (lambda p: _edit(p, lambda nb: _cell(nb, "test_count_words")["metadata"]["nbgrader"]
-                                          .__setitem__("grade_id", "my_test")), "missing-cell", COUNT),
-    "modified-test-cell": (lambda p: _edit(p, _set("test_softmax", "assert True")), "modified-cell", SOFTMAX),
     "modified-locked-cell": (lambda p: _edit(p, _set("setup", "import numpy as np\nimport math\nnp.exp = abs")),
                              "modified-cell", set()),
     "syntax-error": (lambda p: _edit(p, _set("perplexity", "def perplexity(probs)\n    return 1")), "syntax-error",
@@ -125,6 +122,28 @@ def test_bad_input_scores_zero_on_what_it_breaks(tmp_path, case):
     assert {n for n, s in got.items() if s == 0} == zero, (result["status"], result["tests"])
     assert result["status"] == status, (result["status"], result["message"])
     assert len(result["message"]) > 20
+    assert_one_line_and_no_leak(result)
+
+
+# Test cells are never run (their points come from the trusted checks): renaming, editing or deleting one
+# costs nothing. The change is reported as a warning and the status stays ok (issue #13).
+HARMLESS = {
+    "renamed-test-cell": (lambda p: _edit(p, lambda nb: _cell(nb, "test_count_words")["metadata"]["nbgrader"]
+                                          .__setitem__("grade_id", "my_test")), "recovered-cells"),
+    "modified-test-cell": (lambda p: _edit(p, _set("test_softmax", "assert True")), "modified-cell"),
+    "deleted-test-cell": (lambda p: _edit(p, lambda nb: nb["cells"].remove(_cell(nb, "test_perplexity"))),
+                          "missing-cell"),
+}
+
+
+@pytest.mark.parametrize("case", list(HARMLESS))
+def test_test_cells_changed_cost_nothing(tmp_path, case):
+    breaker, warning = HARMLESS[case]
+    path = submission_from_solution(FIXTURE, AID, tmp_path)
+    breaker(path)
+    result = grade_notebook(FIXTURE, AID, path, limits=FAST)
+    assert result["score"] == result["max_score"] == 6 and result["status"] == "ok", result["message"]
+    assert [(p["status"], p["warning"]) for p in result["problems"]] == [(warning, True)]
     assert_one_line_and_no_leak(result)
 
 

@@ -62,7 +62,8 @@ def report_text(result: dict, notebook: Path) -> str:
     if result["problems"]:
         out.append("notebook problems:")
         for p in result["problems"]:
-            out.append(f"  ✗ [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
+            mark = "!" if p.get("warning") else "✗"  # a warning costs nothing: say so by its mark
+            out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
     elif result["status"] != "ok":
         out.append(f"  ✗ [{result['status']}] {result['message']}")
     else:

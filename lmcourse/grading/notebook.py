@@ -2,26 +2,35 @@
 
 A submitted notebook is untrusted input: it may not be JSON, may be empty, may
 be some other JSON document, may come from an old Jupyter, and its nbgrader
-metadata may have been edited. Nothing here executes it. We read it with
-plain ``json`` (see :class:`Node`), then line it up against the *release* notebook (what the student
-was given, in ``assignments/<id>/``) by nbgrader ``grade_id``:
+metadata may have been edited or lost (VS Code, Colab, a copy-paste, a
+jupytext ``.py`` or ``.md`` export). Nothing here executes it. We read it with
+plain ``json`` (see :class:`Node`; ``.py``/``.md`` files through jupytext),
+then line it up against the *release* notebook (what the student was given,
+in ``assignments/<id>/``):
 
-- every graded cell of the release (solution cells, locked cells, test cells)
-  must still be there, found by its ``grade_id``;
-- locked cells must be unmodified: nbgrader's ``compute_checksum`` of the
-  student's cell must equal the checksum the release stores.
+- by nbgrader ``grade_id`` where the submission still has it;
+- by content where it does not: a given (locked) or test cell by its
+  normalised source (:func:`normalise`: line endings, trailing whitespace and
+  blank lines do not count), an answer cell by the functions and classes the
+  release's stub of that cell defines.
 
 Roles (solution / locked / test / demo) always come from the release, never
 from the submission's own metadata, so a student cannot promote or hide a cell
-by editing its metadata.
+by editing its metadata; what was recovered is reported as a warning, which
+costs nothing.
 
 The *student module* is the concatenation, in release order, of the student's
-solution cells and the release's locked non-test code cells, minus cells tagged
+answer cells and the release's locked non-test code cells, minus cells tagged
 ``demo``, with IPython magics and shell escapes commented out. A locked cell
-is always taken from the release: editing the given code changes nothing. A
-solution cell that does not parse is replaced by a comment (its functions are
-then missing, and only the checks that need them fail). The same extraction on
-the solution notebook gives the *reference module*.
+is always taken from the release: editing the given code changes nothing, and
+a student cell can never stand in for one. Test cells never reach the module
+(their points come from the trusted checks), so a test cell that was edited or
+deleted costs nothing. Several cells for one answer (a copy, a split cell, a
+cell found by its function names) are kept in notebook order: the last
+definition wins, as in the student's kernel. A cell that does not parse is
+replaced by a comment (its functions are then missing, and only the checks
+that need them fail). The same extraction on the solution notebook gives the
+*reference module*.
 """
 
 from __future__ import annotations
@@ -48,12 +57,15 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20  # a notebook with its outputs; anything larger 
 class Problem:
     """One thing wrong with a submission: a short status code and a readable line."""
 
-    status: str  # e.g. "not-json", "missing-cell", "modified-cell", "syntax-error"
+    status: str  # e.g. "not-json", "missing-cell", "modified-cell", "syntax-error", "recovered-cells"
     message: str
     cell: str | None = None  # the grade_id it concerns, if any
+    # a warning is reported and costs nothing: the result's status stays "ok" (e.g. cells recovered by
+    # content, a copied answer cell, an edited test cell)
+    warning: bool = False
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "message": self.message, "cell": self.cell}
+        return {"status": self.status, "message": self.message, "cell": self.cell, "warning": self.warning}
 
 
 class NotebookError(Exception):
@@ -71,7 +83,8 @@ class Extraction:
 
     source: str
     problems: list[Problem] = field(default_factory=list)
-    # grade_ids of test cells that are missing or were modified: their checks score 0
+    # grade_id -> why the checks of that test cell score 0. Nothing blocks a test cell any more: the
+    # grader never runs test cells, so an edited or missing one changes nothing (kept for the plugin's API).
     blocked_cells: dict[str, str] = field(default_factory=dict)
     # (first line, last line, grade_id) of each cell in `source`, to name the cell of an error
     line_map: list[tuple[int, int, str]] = field(default_factory=list)
@@ -99,6 +112,50 @@ def skip_slow_jsonschema_formats() -> None:
     """
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault("rfc3987_syntax", None)
+
+
+# Contents managers for a Jupyter server: jupytext's __init__ imports them if it can (tornado,
+# jupyter_server: a fifth of a second), and reading a text notebook needs none of them.
+_JUPYTEXT_SERVER_PARTS = ("jupytext.sync_contentsmanager", "jupytext.async_contentsmanager")
+
+
+def _import_jupytext():
+    """jupytext, to read ``.py`` (percent) and ``.md`` notebooks; None where it is not installed.
+
+    Imported when this module is, never later: a submission is read in a forked
+    child (`lmcourse.grading.bounded`), which must not import anything (a lock
+    another thread of the parent held at fork time would never be released).
+    Its Jupyter-server contents managers are skipped (jupytext treats them as
+    optional); the placeholders are removed again, so a later explicit import
+    of those modules still works.
+    """
+    if "jupytext" in sys.modules:
+        return sys.modules["jupytext"]
+    skip_slow_jsonschema_formats()
+    skipped = [name for name in _JUPYTEXT_SERVER_PARTS if name not in sys.modules]
+    for name in skipped:
+        sys.modules[name] = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import jupytext
+        return jupytext
+    except ImportError:
+        for name in [m for m in sys.modules if m == "jupytext" or m.startswith("jupytext.")]:
+            del sys.modules[name]
+        try:  # a jupytext that no longer treats them as optional: import it whole
+            import jupytext
+            return jupytext
+        except ImportError:
+            return None
+    finally:
+        for name in skipped:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+jupytext = _import_jupytext()
+TEXT_FORMATS = {".py": "py", ".md": "md"}  # suffix -> jupytext format (jupytext tells percent from light)
 
 
 class Node(dict):
@@ -179,6 +236,40 @@ def parse_notebook(text: str, name: str = "notebook") -> Node:
         data.setdefault("metadata", {})["lmcourse_upgraded_from"] = version
     if version is not None and isinstance(version, int) and version > 4:
         raise NotebookError("invalid-notebook", f"{name} uses notebook format v{version}, newer than v4")
+    return _checked_v4(data, name)
+
+
+def parse_text_notebook(text: str, name: str, fmt: str) -> Node:
+    """Parse a jupytext text notebook (``fmt`` "py": percent or light format; "md") into a v4 :class:`Node`."""
+    if jupytext is None:
+        raise NotebookError("not-a-notebook", f"{name} is a text file and jupytext is not installed where it "
+                            "is graded; submit the .ipynb notebook")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = jupytext.reads(text, fmt=fmt)
+    except MemoryError:
+        raise  # `bounded` turns it into the status too-large
+    except RecursionError:  # a YAML header that refers to itself (`a: &a [*a]`), or nests too deeply
+        raise NotebookError("invalid-notebook", f"{name} has a header that nests too deeply to be a notebook's; "
+                            "submit the .ipynb notebook saved from Jupyter") from None
+    except Exception as err:
+        raise NotebookError("invalid-notebook", f"{name} could not be read as a jupytext {fmt} notebook "
+                            f"({type(err).__name__}); submit the .ipynb notebook saved from Jupyter") from None
+    try:
+        data = json.loads(json.dumps(nb))
+    except (RecursionError, ValueError, TypeError):  # metadata that refers to itself, or values JSON cannot hold
+        raise NotebookError("invalid-notebook", f"{name} has a header that nests too deeply or holds values "
+                            "a notebook cannot; submit the .ipynb notebook saved from Jupyter") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookError("invalid-notebook", f"{name} could not be read as a jupytext {fmt} notebook")
+    if _depth(data) > MAX_DEPTH:
+        raise NotebookError("invalid-notebook", f"{name} nests its metadata more than {MAX_DEPTH} levels deep")
+    return _checked_v4(data, name)
+
+
+def _checked_v4(data: dict, name: str) -> Node:
+    """``data`` (a v4 notebook as parsed JSON) checked cell by cell, sources joined into strings."""
     cells = data.get("cells")
     if not isinstance(cells, list) or not isinstance(data.get("metadata", {}), dict):
         raise NotebookError("invalid-notebook", f"{name} is not a valid v4 notebook: 'cells' is not a list")
@@ -226,11 +317,14 @@ def read_notebook(path: Path) -> Node:
             f"{MAX_NOTEBOOK_BYTES // 2**20} MiB (clear the outputs and save again)",
         )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark (some Windows editors write one) is not content
     except UnicodeDecodeError:
         raise NotebookError("not-json", f"{path.name} is not a text file; expected a Jupyter notebook (.ipynb)") from None
     if not text.strip():
         raise NotebookError("empty", f"{path.name} holds only whitespace, not a notebook; submit the saved .ipynb")
+    fmt = TEXT_FORMATS.get(path.suffix.lower())
+    if fmt is not None:  # a jupytext export (percent .py, .md) of the notebook
+        return parse_text_notebook(text, path.name, fmt)
     return parse_notebook(text, path.name)
 
 
@@ -238,7 +332,9 @@ def compute_checksum(cell) -> str:
     """nbgrader's ``nbgrader.utils.compute_checksum``, restated so grading need not import nbgrader.
 
     (A test keeps the two equal.) Raises KeyError/ValueError on metadata that
-    nbgrader itself could not have written.
+    nbgrader itself could not have written. Grading compares sources made equal
+    by :func:`normalise` instead: a checksum changes with a line ending or a
+    trailing space.
     """
     meta = cell["metadata"]["nbgrader"]
     grade, solution = meta.get("grade", False), meta.get("solution", False)
@@ -352,74 +448,276 @@ def extract_reference(source_nb) -> str:
     return _join(parts)[0]
 
 
+def normalise(source: str) -> tuple[str, ...]:
+    """A cell's source up to what cannot change its code: its non-blank lines without trailing whitespace.
+
+    Line endings (CRLF, CR), trailing whitespace, blank lines, a final newline
+    and a byte order mark do not count. A given or test cell whose normalised
+    source is the release's is that cell, unmodified (its code is taken from
+    the release in any case).
+    """
+    return tuple(line.rstrip() for line in str(source).lstrip("\ufeff").splitlines() if line.strip())
+
+
+_DEF_LINE = re.compile(r"^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.MULTILINE)
+
+
+def defined_names(source: str) -> set[str]:
+    """The names a code cell defines at top level: functions, classes, plain assignments.
+
+    Parsed, never run. A cell that does not parse is read line by line
+    (``def NAME`` / ``class NAME`` at the start of a line), so that an answer
+    cell with a syntax error is still recognised (and then reported).
+    """
+    code = comment_magics(source)
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set(_DEF_LINE.findall(code))
+    names: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.If, ast.With, ast.Try) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())):
+            todo += getattr(node, "body", []) + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+            for handler in getattr(node, "handlers", []):
+                todo += handler.body
+    return names
+
+
+def stub_names(release_cell) -> set[str]:
+    """What the release's stub of an answer cell defines: how the cell is recognised without its metadata."""
+    return defined_names(cell_source(release_cell)) if release_cell.get("cell_type") == "code" else set()
+
+
+def _content_match(target: tuple[str, ...], cell_type: str, pool: list[int], cells, norm) -> list[int]:
+    """Cells of ``pool`` (indices, in notebook order) that are the release cell ``target``, by content.
+
+    Every cell whose normalised source is ``target``; failing that, the first
+    run of consecutive cells that together make it (a cell split in two).
+    """
+    same = [i for i in pool if cells[i].get("cell_type") == cell_type and norm(i) == target]
+    if same or not target:
+        return same
+    allowed = set(pool)
+    for start in pool:
+        if cells[start].get("cell_type") != cell_type:
+            continue
+        piece = norm(start)
+        if not piece or piece[0] != target[0] or target[:len(piece)] != piece:
+            continue
+        run, have, j = [start], len(piece), start + 1
+        while have < len(target) and j in allowed and cells[j].get("cell_type") == cell_type:
+            piece = norm(j)
+            if piece and target[have:have + len(piece)] != piece:
+                break
+            run.append(j)
+            have += len(piece)
+            j += 1
+        if have == len(target):
+            return run
+    return []
+
+
 def check_and_extract(student_nb, release_nb) -> Extraction:
-    """Line the submission up with the release; return the student module and the problems found."""
-    by_id: dict[str, list] = {}
-    for cell in student_nb.cells:
-        gid = grade_id(cell)
-        if gid is not None:
-            by_id.setdefault(gid, []).append(cell)
+    """Line the submission up with the release; return the student module and the problems found.
+
+    Cells are found by nbgrader ``grade_id`` where the submission kept it, by
+    content where it did not (see the module's docstring): given and test
+    cells by their normalised source, answer cells by the names their stubs
+    define. Locked code always comes from the release, test cells never reach
+    the module, and every answer cell found is kept, in notebook order.
+    """
+    release_cells = list(release_nb.cells)
+    roles: dict[str, tuple[str, object]] = {}  # grade_id -> (role, release cell); the first one wins
+    for rcell in release_cells:
+        kind, gid = role(rcell), grade_id(rcell)
+        if kind is not None and gid not in roles:
+            roles[gid] = (kind, rcell)
+    cells = list(student_nb.cells)
+    n = len(cells)
+    # a grade_id the release does not know (renamed, or nbgrader's "cell-..." of another notebook) is no id
+    label = [grade_id(c) if grade_id(c) in roles else None for c in cells]
+    _norms: dict[int, tuple[str, ...]] = {}
+
+    def norm(i: int) -> tuple[str, ...]:
+        if i not in _norms:
+            _norms[i] = normalise(cell_source(cells[i]))
+        return _norms[i]
 
     problems: list[Problem] = []
-    blocked: dict[str, str] = {}
-    parts = []
-    for rcell in release_nb.cells:
-        kind, gid = role(rcell), grade_id(rcell)
-        if kind is None:
+    consumed: set[int] = set()  # cells that are a given, test or demo cell of the release, unmodified
+    given_by_content = 0
+
+    # Given (locked) and test cells: by id if unmodified (or split in pieces that keep the id), else by content.
+    for gid, (kind, rcell) in roles.items():
+        if kind not in ("locked", "test"):
             continue
-        found = by_id.get(gid, [])
-        if len(found) > 1:
-            msg = (f"cell '{gid}' appears {len(found)} times (copied cells keep their nbgrader id); "
-                   "delete the copies and keep one")
-            problems.append(Problem("duplicate-cell", msg, gid))
-        scell = found[0] if found else None
-        if scell is not None and scell.get("cell_type") != rcell.get("cell_type"):
-            problems.append(Problem("modified-cell",
-                                    f"cell '{gid}' was changed from {rcell.get('cell_type')} to "
-                                    f"{scell.get('cell_type')}; change it back", gid))
-            scell = None if kind == "solution" else scell
-        if scell is None and not found:
-            what = {"solution": "your answer cell", "test": "a test cell", "locked": "a given cell"}[kind]
-            msg = (f"{what} '{gid}' is missing (deleted, or its nbgrader metadata was changed); "
-                   "copy it back from the released notebook")
-            problems.append(Problem("missing-cell", msg, gid))
-            if kind == "test":
-                blocked[gid] = msg
-        if kind in ("locked", "test") and scell is not None:
-            stored = nbgrader_meta(rcell).get("checksum")
-            try:
-                ok = compute_checksum(scell) == stored if stored else cell_source(scell) == cell_source(rcell)
-            except Exception:  # the student's metadata lacks points etc.: it was edited
-                ok = False
-            if not ok:
-                what = "test cell" if kind == "test" else "given (locked) cell"
-                if kind == "test":
-                    msg = (f"the {what} '{gid}' was modified, so its points cannot be awarded; "
-                           "restore it from the released notebook")
-                    blocked[gid] = msg
-                else:
-                    msg = (f"the {what} '{gid}' was modified; the grader used the original. "
-                           "Restore it from the released notebook so your code runs as graded")
-                problems.append(Problem("modified-cell", msg, gid))
-        if rcell.get("cell_type") != "code" or kind == "test" or is_demo(rcell):
+        target, ctype = normalise(cell_source(rcell)), rcell.get("cell_type")
+        ids = [i for i in range(n) if label[i] == gid]
+        found = [i for i in ids if cells[i].get("cell_type") == ctype and norm(i) == target]
+        if not found and ids and all(cells[i].get("cell_type") == ctype for i in ids) and \
+                tuple(line for i in ids for line in norm(i)) == target:
+            found = ids  # split into several cells that kept the id
+        if found:
+            if len(ids) > len(found) or (len(found) > 1 and found != ids):
+                problems.append(Problem("duplicate-cell", f"the {'test' if kind == 'test' else 'given'} cell "
+                                        f"'{gid}' appears {len(ids)} times (a copied cell keeps its nbgrader id); "
+                                        "the grader uses the released version, so the copies change nothing",
+                                        gid, warning=True))
+        else:
+            pool = [i for i in range(n) if label[i] is None and i not in consumed]
+            found = _content_match(target, ctype, pool, cells, norm)
+            given_by_content += bool(found)
+        consumed.update(found)
+        if found:
+            continue
+        what = "test cell" if kind == "test" else "given (locked) cell"
+        if kind == "test":
+            done = ("the grader never runs test cells (their points come from its own checks), so this "
+                    "changes nothing")
+            if ids:
+                msg = f"the test cell '{gid}' was modified; {done}. Restore it from the released notebook"
+            else:
+                msg = (f"the test cell '{gid}' is missing (deleted, or changed and its nbgrader metadata lost); "
+                       f"{done}. Copy it back from the released notebook for its quick checks")
+            problems.append(Problem("modified-cell" if ids else "missing-cell", msg, gid, warning=True))
+        elif ids:
+            problems.append(Problem("modified-cell", f"the {what} '{gid}' was modified; the grader used the "
+                                    "original. Restore it from the released notebook so your code runs as graded",
+                                    gid))
+        else:
+            problems.append(Problem("missing-cell", f"the {what} '{gid}' is missing (deleted, or changed and its "
+                                    "nbgrader metadata lost); the grader used the released version. Copy it back "
+                                    "from the released notebook so your code runs as graded", gid))
+    # Demo cells of the release, unmodified, whatever their metadata: never an answer.
+    for rcell in release_cells:
+        if rcell.get("cell_type") == "code" and is_demo(rcell) and role(rcell) is None:
+            pool = [i for i in range(n) if label[i] is None and i not in consumed]
+            target = normalise(cell_source(rcell))
+            consumed.update(i for i in pool if cells[i].get("cell_type") == "code" and target and norm(i) == target)
+
+    # Answer cells: every cell that keeps the id; for the functions that no such cell defines, every other
+    # code cell that defines them (not a demo cell, not a given/test/demo cell of the release).
+    answers = [(gid, rcell) for gid, (kind, rcell) in roles.items() if kind == "solution"]
+    slot = {gid: k for k, (gid, _) in enumerate(answers)}
+    stubs = {gid: stub_names(rcell) for gid, rcell in answers}
+    _names: dict[int, set[str]] = {}
+
+    def names(i: int) -> set[str]:
+        if i not in _names:
+            _names[i] = defined_names(cell_source(cells[i]))
+        return _names[i]
+
+    chosen: dict[str, list[int]] = {}
+    for gid, rcell in answers:
+        chosen[gid] = []
+        for i in (i for i in range(n) if label[i] == gid):
+            if cells[i].get("cell_type") == rcell.get("cell_type"):
+                chosen[gid].append(i)
+            else:
+                problems.append(Problem("modified-cell", f"cell '{gid}' was changed from {rcell.get('cell_type')} "
+                                        f"to {cells[i].get('cell_type')}; change it back", gid))
+    code_answers = [gid for gid, rcell in answers if rcell.get("cell_type") == "code"]
+    defined = {name for gid in code_answers for i in chosen[gid] for name in names(i)}
+    missing = {gid: stubs[gid] - defined for gid in code_answers}
+    wanted = set().union(*missing.values()) if missing else set()
+    serving: dict[int, list[str]] = {}  # a cell found by content -> the answers whose missing names it defines
+    if wanted:
+        mentions = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(wanted))) + r")\b")
+        for i in range(n):
+            # never an answer: a cell of the release found by content, a demo cell, a cell that keeps the
+            # id of an answer (it is in that answer's place) or of a test cell (never run, whatever it holds)
+            if i in consumed or cells[i].get("cell_type") != "code" or is_demo(cells[i]) or \
+                    (label[i] is not None and roles[label[i]][0] in ("solution", "test")):
+                continue
+            if not mentions.search(cell_source(cells[i])):
+                continue  # cheap: most cells name none of the missing functions
+            serves = [gid for gid in code_answers if missing[gid] & names(i)]
+            if serves:
+                serving[i] = serves
+    matched = [gid for gid in code_answers if any(gid in serves for serves in serving.values())]
+    for i, serves in serving.items():
+        # in the place of the last answer it serves: after all the given code that answer may use, and
+        # before all the given code the release places after it (which it therefore cannot replace)
+        chosen[max(serves, key=slot.get)].append(i)
+    for gid in code_answers:
+        chosen[gid].sort()
+
+    for gid, rcell in answers:
+        if chosen[gid] or gid in matched:
+            continue
+        if gid in missing and stubs[gid] and not missing[gid]:
+            problems.append(Problem("missing-cell", f"your answer cell '{gid}' was not found by its nbgrader id, "
+                                    "but another answer cell defines its functions "
+                                    f"({', '.join(sorted(stubs[gid]))}); they are graded from there",
+                                    gid, warning=True))
+        else:  # (a markdown answer is graded by hand, not here: a warning)
+            problems.append(Problem("missing-cell", f"your answer cell '{gid}' is missing (deleted, or its "
+                                    "functions renamed and its nbgrader metadata lost); copy it back from the "
+                                    "released notebook", gid, warning=rcell.get("cell_type") != "code"))
+    if matched or given_by_content:
+        found = []
+        if matched:
+            several = len(matched) > 1
+            found.append(f"{len(matched)} answer cell{'s' if several else ''} by {'their' if several else 'its'} "
+                         f"function names ({', '.join(matched)})")
+        if given_by_content:
+            found.append(f"{given_by_content} given and test cell{'s' if given_by_content > 1 else ''} "
+                         "by their content")
+        problems.insert(0, Problem("recovered-cells", "cell metadata was missing or changed; matched "
+                                   + " and ".join(found) + ". Nothing is lost: graded as usual", warning=True))
+    # A function defined by several cells: all are kept, so the last definition wins, as in the kernel.
+    count: dict[str, int] = {}
+    for gid in code_answers:
+        for i in chosen[gid]:
+            for name in names(i):
+                count[name] = count.get(name, 0) + 1
+    for gid in code_answers:
+        twice = sorted(name for name in stubs[gid] if count.get(name, 0) > 1)
+        if twice:
+            copies = sum(label[i] == gid for i in chosen[gid]) > 1
+            problems.append(Problem("duplicate-cell", f"{', '.join(twice)} (answer cell '{gid}') "
+                                    f"{'is' if len(twice) == 1 else 'are'} defined in more than one cell"
+                                    f"{' (a copied cell keeps its nbgrader id)' if copies else ''}; every copy is "
+                                    "kept, in order, so the last definition wins, as in your kernel", gid,
+                                    warning=True))
+
+    parts = []
+    for rcell in release_cells:
+        kind, gid = role(rcell), grade_id(rcell)
+        if rcell.get("cell_type") != "code" or kind not in ("solution", "locked") or is_demo(rcell):
             continue
         if kind == "locked":
             parts.append((gid, kind, comment_magics(cell_source(rcell))))
             continue
-        if scell is None:
+        if roles[gid][1] is not rcell:
+            continue
+        if not chosen.get(gid):
             parts.append((gid, kind, f"# cell '{gid}' is missing from the submission"))
             continue
-        code = comment_magics(cell_source(scell))
-        err = _parses(code)
-        if err is not None:
-            where = f"line {err.lineno}" if getattr(err, "lineno", None) else "somewhere"
-            problems.append(Problem("syntax-error",
-                                    f"cell '{gid}' has a syntax error at {where}: {err.msg if hasattr(err, 'msg') else err}; "
-                                    "nothing in this cell could be graded", gid))
-            code = f"# cell '{gid}' has a syntax error and was left out"
-        parts.append((gid, kind, code))
+        for i in chosen[gid]:
+            code = comment_magics(cell_source(cells[i]))
+            err = _parses(code)
+            if err is not None:
+                where = f"line {err.lineno}" if getattr(err, "lineno", None) else "somewhere"
+                which = f"cell '{gid}'" if label[i] == gid else f"a cell matched to '{gid}' by its function names"
+                problems.append(Problem("syntax-error",
+                                        f"{which} has a syntax error at {where}: "
+                                        f"{err.msg if hasattr(err, 'msg') else err}; "
+                                        "nothing in this cell could be graded", gid))
+                code = f"# cell '{gid}' has a syntax error and was left out"
+            parts.append((gid, kind, code))
+    # In the release's order of cells (the first problem that is not a warning gives the status).
+    order = {gid: k for k, gid in enumerate(roles)}
+    problems.sort(key=lambda p: order.get(p.cell, -1))
     source, line_map = _join(parts)
-    return Extraction(source, problems, blocked, line_map)
+    return Extraction(source, problems, {}, line_map)
 
 
 def load_release(root: Path, assignment_id: str) -> Node:

@@ -210,7 +210,8 @@ def _read_and_extract(path: Path, release) -> dict:
 
 
 def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
-    problems = [nbmod.Problem(p["status"], clean_text(p["message"]), p["cell"]) for p in data["problems"]]
+    problems = [nbmod.Problem(p["status"], clean_text(p["message"]), p["cell"], bool(p.get("warning")))
+                for p in data["problems"]]
     extraction = nbmod.Extraction(data["source"], problems, dict(data["blocked"]),
                                   [tuple(x) for x in data["line_map"]], data["findings"])
     return extraction, data["upgraded_from"]
@@ -267,12 +268,13 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
                 if not (plugin.visible_only or plugin.exclude)
                 and abs(cells.get(gid, {}).get("max_score", 0) - pts) > 1e-9]
 
+    errors = [p for p in problems if not getattr(p, "warning", False)]  # a warning leaves the status alone
     if block_all:
         status, message = block_all
-    elif problems:
-        status, message = problems[0].status, problems[0].message
-        if len(problems) > 1:
-            message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    elif errors:
+        status, message = errors[0].status, errors[0].message
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     else:
         kinds = [t["kind"] for t in tests if t["kind"] in STATUS_WORDS]
         if kinds:
