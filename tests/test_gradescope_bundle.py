@@ -270,6 +270,13 @@ def test_fixture_bundle_grades_and_refuses_links_and_empty_folders(fixture_grade
     (g.submission() / "work").symlink_to(elsewhere, target_is_directory=True)
     done, result = g.run()
     assert done.returncode == 0 and result["extra_data"]["status"] == "symlink" and result["score"] == 0
+    # a jupytext export of the notebook (percent-format .py) is graded the same way
+    import jupytext
+
+    exported = jupytext.read(submission_from_solution(FIXTURE, FIXTURE_ID, tmp_path / "export"))
+    jupytext.write(exported, g.submission() / "my work.py", fmt="py:percent")
+    done, result = g.run()
+    assert done.returncode == 0 and result["score"] == 6, done.stdout + done.stderr
     g.submission()
     (g.ag / "submission" / "notes.txt").write_text("I forgot the notebook")
     done, result = g.run()

@@ -789,3 +789,28 @@ def test_reading_text_notebooks_leaves_jupytext_whole():
     assert nbmod.jupytext is not None
     module = importlib.import_module("jupytext.sync_contentsmanager")
     assert hasattr(module, "build_sync_jupytext_contents_manager_class")
+
+
+def test_a_batch_grades_jupytext_exports_like_notebooks(tmp_path):
+    """`<student>.py` and nbgrader's `<student>/<id>/<id>.md`: full marks; a README beside them is no student."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    fixture, aid = Path(__file__).resolve().parent / "fixtures" / "course", "00-fixture"
+    subs = tmp_path / "subs"
+    honest = submission_from_solution(fixture, aid, tmp_path / "honest")
+    nb = jupytext.read(honest)
+    subs.mkdir()
+    jupytext.write(nb, subs / "alice.py", fmt="py:percent")
+    (subs / "bob" / aid).mkdir(parents=True)
+    jupytext.write(nb, subs / "bob" / aid / f"{aid}.md", fmt="md")
+    (subs / "README.md").write_text("# Submissions of week 3\n")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    run = subprocess.run([sys.executable, "-m", "lmcourse.cli", "grade", aid, str(subs), "--out", str(tmp_path / "out"),
+                          "--course", str(fixture), "--no-progress"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {r["student_id"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open())}
+    assert set(rows) == {"alice", "bob"} and "skipped README.md" in run.stdout
+    assert rows["alice"]["score"] == rows["bob"]["score"] == "6" and rows["alice"]["status"] == "ok"

@@ -66,8 +66,12 @@ class Submission:
     path: Path
 
 
+FORMATS = (".ipynb", ".py", ".md")  # a notebook, or its jupytext export (percent-format .py, .md)
+
+
 def find_submissions(folder: Path, assignment_id: str) -> tuple[list[Submission], list[str]]:
-    """``<student>.ipynb`` or nbgrader's ``<student>/<id>/<id>.ipynb``; also returns what was skipped and why."""
+    """``<student>.ipynb`` or nbgrader's ``<student>/<id>/<id>.ipynb`` (or a jupytext ``.py`` / ``.md``
+    export in their place; a notebook wins over an export); also returns what was skipped and why."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder of submissions")
@@ -79,15 +83,20 @@ def find_submissions(folder: Path, assignment_id: str) -> tuple[list[Submission]
         # Symbolic links are never followed (a link to the solution or to another student's work
         # is not a submission): a linked notebook is handed to the runner, which refuses it with
         # the status `symlink`; a linked folder is the same as a linked notebook inside it.
-        nested = entry / assignment_id / f"{assignment_id}.ipynb"
-        if entry.suffix == ".ipynb" and (entry.is_symlink() or not entry.is_dir()):  # a FIFO too: refused later
+        candidates = [entry / assignment_id / f"{assignment_id}{ext}" for ext in FORMATS]
+        nested = next((c for c in candidates if c.is_symlink() or c.exists()), candidates[0])
+        if entry.suffix in FORMATS and (entry.is_symlink() or not entry.is_dir()):  # a FIFO too: refused later
+            if entry.suffix != ".ipynb" and (entry.stem.upper().startswith(("README", "LICENSE"))
+                                             or entry.with_suffix(".ipynb").exists()):
+                skipped.append(f"{entry.name} (not a submission, or the student's .ipynb is graded instead)")
+                continue
             student, path = entry.stem, entry
         elif entry.is_dir() and (nested.is_symlink() or nested.is_file()):
             linked = entry if entry.is_symlink() else entry / assignment_id if nested.parent.is_symlink() else None
             student, path = entry.name, (linked if linked is not None else nested)
         else:
             if entry.is_dir():
-                skipped.append(f"{entry.name}/ (no {assignment_id}/{assignment_id}.ipynb inside)")
+                skipped.append(f"{entry.name}/ (no {assignment_id}/{assignment_id}.ipynb, .py or .md inside)")
             continue
         if not STUDENT_ID.match(student):
             skipped.append(f"{entry.name} (not a usable student id: letters, digits and ._@+- only)")

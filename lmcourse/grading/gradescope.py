@@ -157,11 +157,19 @@ else
           | sort -z | head -z -n 1 | tr -d '\\0')"
 fi
 if [ -z "$NB" ]; then
+    # No notebook: a jupytext export of it (percent-format .py or .md) is graded the same way.
+    for f in "$SUB/$ID.py" "$SUB/$ID.md"; do
+        if [ -z "$NB" ] && [ -f "$f" ] && [ ! -L "$f" ]; then NB="$f"; fi
+    done
+    [ -n "$NB" ] || NB="$(find "$SUB" -type f \( -name '*.py' -o -name '*.md' \) -not -path '*/.ipynb_checkpoints/*' \
+          -print0 2>/dev/null | sort -z | head -z -n 1 | tr -d '\0')"
+fi
+if [ -z "$NB" ]; then
     # A link (to the solution, to someone else's notebook, to a folder holding one) is never graded.
     if [ -n "$(find "$SUB" -type l 2>/dev/null | head -n 1)" ]; then
         zero symlink "{symlink}"
     fi
-    zero no-notebook "no notebook (.ipynb file) was found in the submission; upload $ID.ipynb"
+    zero no-notebook "no notebook (.ipynb file, or its jupytext .py or .md export) was found in the submission; upload $ID.ipynb"
 fi
 
 # 3. Grade. Exit status 3 is a grader-error (the course, not the student): no score is recorded.
