@@ -413,12 +413,16 @@ def test_partial_mode_killing_the_supervisor_is_survivable():
             return 1
     ''')
     with Worker(code, limits=FAST, isolate=False) as w:
+        uid = w.call("whoami")
         orphan = w.call("orphan")
         with pytest.raises(StudentError) as e:
             w.call("kill_parent")
-        assert e.value.kind == "crashed"
-        assert not alive(orphan)                          # found by its marker, killed
-        assert w.call("whoami") == os.getuid()            # a fresh worker serves the next call
+        if uid == os.getuid():                            # the worker may signal the supervisor: it dies
+            assert e.value.kind == "crashed"
+            assert not alive(orphan)                      # found by its marker, killed
+        else:  # root whose Python others can read: a private uid, which cannot signal root's supervisor
+            assert e.value.kind == "exception" and "PermissionError" in e.value.message
+        assert w.call("whoami") == uid                    # the next call is served (by a fresh worker)
     assert w.alive_pids() == [] and w.leaked == []
 
 

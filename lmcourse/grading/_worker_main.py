@@ -284,6 +284,11 @@ def worker(config_path: str) -> int:
     sys.path.append(cfg["home"])
 
     import importlib.util
+    # Notebooks import lmcourse (data loaders, Vocab). A grader run from a checkout on PYTHONPATH
+    # has it where -I does not look: without this, every honest student would get an import error
+    # for the grader's own set-up. Under bubblewrap only the package itself is bound in that folder.
+    if cfg.get("package_parent") and importlib.util.find_spec("lmcourse") is None:
+        sys.path.append(cfg["package_parent"])
     import lmc_wire as wire
     import lmc_probes as probes
 

@@ -713,6 +713,9 @@ class Worker:
             "request_fd": req_r, "reply_fd": rep_w, "control_fd": ctl_r, "home": home, "hello_id": hello_id,
             "boot_id": boot_id,
             "uid": plan.uid, "gid": plan.uid, "rlimits": self._rlimits(), "unshare_net": plan.unshare_net,
+            # where the grader's own lmcourse lives: the worker falls back to it when lmcourse is not
+            # installed in the interpreter (a checkout on PYTHONPATH, which the worker's -I ignores)
+            "package_parent": str(_PACKAGE_DIR.parent),
         }
         cfg_name = f"config-{self._starts}.json"
         (d / "boot" / cfg_name).write_text(json.dumps(config))

@@ -1,0 +1,99 @@
+"""The GPU tier of every graded training run, on a machine with CUDA (skipped where there is none).
+
+The grader picks the GPU tier when it finds CUDA (`lmcourse grade --tier
+auto`, the default). A tier is only trustworthy once it has been seen to give
+an honest submission full marks *and* to fail the known-wrong trainers on a
+real GPU, so this file grades, through the real grader (sandboxed worker with
+the GPU exposed, hidden checks, training contract), the solution and the
+known-wrong variants that the training check is written to catch, with
+``tier="gpu"``. Each run prints the validation loss the check measured and its
+threshold, the numbers a calibration note quotes.
+
+Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps).
+02-word2vec's training check is a one-second planted-cluster run with no
+tier of its own; 01-ngrams trains nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import test_unit03_rnnlm as u3
+from lmcourse.grading import grade_notebook, training
+from lmcourse.grading.testing import submission_from_solution
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the GPU tier of a training "
+                                 "check runs only where the grader finds a GPU")]
+
+# unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
+TIERS = {
+    "03-rnnlm": (u3.TRAINING, 1.68, {name: v for name, v in u3.VARIANTS.items() if u3.TRAINING in v[2]
+                                     and v[0] in ("train_lm", "batchify")}),
+}
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """The (loss, threshold) pairs that `training.check_loss` judged during the test."""
+    seen: list[tuple[float, float]] = []
+    real = training.check_loss
+
+    def record(loss, threshold, **kwargs):
+        seen.append((float(loss), float(threshold)))
+        return real(loss, threshold, **kwargs)
+
+    monkeypatch.setattr(training, "check_loss", record)
+    return seen
+
+
+def _only_training(aid: str, result_names: set[str]) -> set[str]:
+    return result_names - {TIERS[aid][0]}
+
+
+@pytest.fixture(scope="module")
+def check_names():
+    """Every check's name per unit, from a CPU-tier grade of the release (fast: every check fails at once)."""
+    from lmcourse.grading.testing import released_notebook
+    import tempfile
+    names = {}
+    for aid in TIERS:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = grade_notebook(ROOT, aid, released_notebook(ROOT, aid, Path(tmp)), tier="cpu")
+        names[aid] = {t["name"] for t in r["tests"]}
+    return names
+
+
+@pytest.mark.parametrize("aid", list(TIERS))
+def test_solution_earns_full_marks_on_the_gpu_tier(aid, tmp_path, measured):
+    name, threshold, _ = TIERS[aid]
+    nb = submission_from_solution(ROOT, aid, tmp_path)
+    start = time.perf_counter()
+    r = grade_notebook(ROOT, aid, nb, tier="gpu")
+    seconds = time.perf_counter() - start
+    print(f"\n{aid} solution, GPU tier ({torch.cuda.get_device_name(0)}): {r['score']}/{r['max_score']} in "
+          f"{seconds:.1f} s; validation losses {measured} (loss, threshold)")
+    failed = {t["name"]: t.get("output", "") for t in r["tests"] if t["score"] < t["max_score"]}
+    assert not failed, failed
+    assert r["status"] == "ok" and r["score"] == r["max_score"]
+    assert [t for t in measured if t[1] == threshold], "the GPU tier's threshold was never applied"
+
+
+@pytest.mark.parametrize("aid,variant", [(aid, v) for aid, (_, _, vs) in TIERS.items() for v in vs])
+def test_known_wrong_trainer_fails_the_gpu_tier(aid, variant, tmp_path, measured, check_names):
+    name, threshold, variants = TIERS[aid]
+    function, source, _ = variants[variant]
+    nb = submission_from_solution(ROOT, aid, tmp_path, replace={function: source.strip("\n")})
+    start = time.perf_counter()
+    r = grade_notebook(ROOT, aid, nb, tier="gpu", exclude=_only_training(aid, check_names[aid]))
+    seconds = time.perf_counter() - start
+    (test,) = [t for t in r["tests"] if t["name"] == name]
+    print(f"\n{aid} variant {variant!r}, GPU tier: {test['score']}/{test['max_score']} in {seconds:.1f} s; "
+          f"validation losses {measured} (loss, threshold); message: {test.get('output', '')[-300:]}")
+    assert r["status"] == "ok" and test["score"] == 0
