@@ -114,9 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_assign)
 
-    p = sub.add_parser("check", help="(students) check a notebook: structure and visible tests")
+    p = sub.add_parser("check", help="(students) check a notebook before submitting: its test cells, the visible "
+                                     "checks and what is left to do (exit 0 when ready)")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("notebook", type=Path, help="your notebook (.ipynb)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also show how your code was isolated, in full")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_check)
 

@@ -248,15 +248,17 @@ def test_course_assignments_are_in_sync():
 
 
 def test_check_report_says_when_isolation_is_partial():
-    from lmcourse.grading.cli import report_text
+    from lmcourse.grading.report import check_text
 
-    result = {"assignment": AID, "isolation": "partial: not root (no separate uid, no network namespace)",
-              "problems": [], "status": "ok", "score": 1, "max_score": 2, "not_run": 3, "tests": [
+    result = {"assignment": AID, "isolation": "partial: not root (uid 1000); rlimits, timeouts",
+              "problems": [], "status": "ok", "score": 1, "max_score": 2, "not_run": 3, "hidden_points": 5,
+              "parts": {"test_a": "Part 1 — A (1 point)", "test_b": "Part 2 — B (1 point)"}, "tests": [
                   {"name": "a", "status": "passed", "score": 1, "max_score": 1, "cell": "test_a", "function": "f",
-                   "output": ""},
+                   "output": "", "visibility": "visible"},
                   {"name": "b", "status": "failed", "score": 0, "max_score": 1, "cell": "test_b", "function": "g",
-                   "output": "g(2): expected 4, found 5"}]}
-    text = report_text(result, Path("nb.ipynb"))
-    assert "isolation: partial" in text and "(partial:" in text
-    assert "✗ b  [0/1]  (cell 'test_b', function g)" in text and "expected 4, found 5" in text
-    assert "3 hidden check(s)" in text
+                   "output": "g(2): expected 4, found 5", "visibility": "visible"}]}
+    text = check_text(result, Path("nb.ipynb"))
+    assert "isolation: partial (not root (uid 1000))" in text
+    assert "✗ check: b  [0/1]  (function g)" in text and "expected 4, found 5" in text
+    assert text.index("Part 1 — A") < text.index("✓ check: a") < text.index("Part 2 — B") < text.index("✗ check: b")
+    assert "hidden checks worth 5 points" in text and "not ready to submit yet" in text

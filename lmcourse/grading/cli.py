@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from pathlib import Path
 
 
@@ -38,50 +37,25 @@ def grade(root: Path, args: argparse.Namespace) -> int:
 
 
 def check(root: Path, args: argparse.Namespace) -> int:
-    """(students) Structure check and visible checks, printed as what is wrong and where."""
+    """(students) The notebook's own test cells, the visible checks and what is left to do.
+
+    Exit 0 only when the notebook is ready to submit: nothing left to
+    implement, no notebook problem, every visible check and test cell passes.
+    """
     from lmcourse.cli import CommandError
+    from lmcourse.grading.report import check_text, readiness
     from lmcourse.grading.runner import GraderError, grade as grade_one
 
     _known(root, args.assignment)
     if not args.notebook.exists():
         raise CommandError(f"{args.notebook} does not exist")
     try:
-        result = grade_one(root, args.assignment, args.notebook, tier="cpu", visible_only=True)
+        result = grade_one(root, args.assignment, args.notebook, tier="cpu", visible_only=True, test_cells=True,
+                           own_machine=True)
     except (GraderError, FileNotFoundError) as err:
         raise CommandError(str(err)) from None
-    print(report_text(result, args.notebook))
-    return 0 if result["status"] == "ok" and result["score"] == result["max_score"] else 1
-
-
-def report_text(result: dict, notebook: Path) -> str:
-    out = [f"lmcourse check {result['assignment']} {notebook}"]
-    iso = str(result.get("isolation", ""))
-    out.append(f"isolation: {iso}" + ("" if iso.startswith("full") else
-               "  (partial: run as root for a separate user and no network; your own machine is fine for checking)"
-               if "partial" in iso else ""))
-    if result["problems"]:
-        out.append("notebook problems:")
-        for p in result["problems"]:
-            mark = "!" if p.get("warning") else "✗"  # a warning costs nothing: say so by its mark
-            out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
-    elif result["status"] != "ok":
-        out.append(f"  ✗ [{result['status']}] {result['message']}")
-    else:
-        out.append("notebook structure: ok")
-    out.append("visible checks:")
-    for t in result["tests"]:
-        mark = "✓" if t["status"] == "passed" else "✗"
-        where = f"cell '{t['cell']}'" + (f", function {t['function']}" if t.get("function") else "")
-        out.append(f"  {mark} {t['name']}  [{t['score']:g}/{t['max_score']:g}]  ({where})")
-        if t["status"] != "passed" and t["output"]:
-            for line in t["output"].splitlines():  # keep the message's own lines (a traceback of your code)
-                out.append(textwrap.fill(line, 100, initial_indent="      ", subsequent_indent="        ")
-                           if line.strip() else "")
-    out.append(f"visible checks: {result['score']:g} / {result['max_score']:g} points")
-    if result.get("not_run"):
-        out.append(f"{result['not_run']} hidden check(s) run when your work is graded; passing the visible ones "
-                   "does not guarantee them")
-    return "\n".join(out)
+    print(check_text(result, args.notebook, verbose=getattr(args, "verbose", False)))
+    return 0 if readiness(result)["ready"] else 1
 
 
 def gradescope(root: Path, args: argparse.Namespace) -> int:

@@ -90,6 +90,14 @@ class Extraction:
     line_map: list[tuple[int, int, str]] = field(default_factory=list)
     # what `rules.scan_answers` found in the answer cells (filled in by the runner)
     findings: dict = field(default_factory=dict)
+    # names bound only by cells the module leaves out (demo cells, cells of the student's own, test
+    # cells) -> which cell: an answer cell that uses one fails as graded though it runs in Jupyter
+    skipped_names: dict[str, str] = field(default_factory=dict)
+    # every nbgrader grade_id the submission holds, known to the release or not (which assignment
+    # a notebook belongs to)
+    found_ids: list[str] = field(default_factory=list)
+    # `readiness` of the module: stubs still missing or unimplemented (filled in by the runner)
+    readiness: dict = field(default_factory=dict)
 
     def cell_at(self, line: int) -> str | None:
         for first, last, grade_id in self.line_map:
@@ -524,7 +532,7 @@ def _content_match(target: tuple[str, ...], cell_type: str, pool: list[int], cel
     return []
 
 
-def check_and_extract(student_nb, release_nb) -> Extraction:
+def check_and_extract(student_nb, release_nb, release_path: str | None = None) -> Extraction:
     """Line the submission up with the release; return the student module and the problems found.
 
     Cells are found by nbgrader ``grade_id`` where the submission kept it, by
@@ -532,7 +540,10 @@ def check_and_extract(student_nb, release_nb) -> Extraction:
     cells by their normalised source, answer cells by the names their stubs
     define. Locked code always comes from the release, test cells never reach
     the module, and every answer cell found is kept, in notebook order.
+    ``release_path`` (as the student knows it) is named where a cell must be
+    copied back.
     """
+    released = f"the released notebook ({release_path})" if release_path else "the released notebook"
     release_cells = list(release_nb.cells)
     roles: dict[str, tuple[str, object]] = {}  # grade_id -> (role, release cell); the first one wins
     for rcell in release_cells:
@@ -579,22 +590,22 @@ def check_and_extract(student_nb, release_nb) -> Extraction:
             continue
         what = "test cell" if kind == "test" else "given (locked) cell"
         if kind == "test":
-            done = ("the grader never runs test cells (their points come from its own checks), so this "
-                    "changes nothing")
+            done = ("your copy of a test cell is never run (its points come from the grader's own checks, "
+                    "and `lmcourse check` runs the released copy), so this changes nothing")
             if ids:
-                msg = f"the test cell '{gid}' was modified; {done}. Restore it from the released notebook"
+                msg = f"the test cell '{gid}' was modified; {done}. Restore it from {released}"
             else:
                 msg = (f"the test cell '{gid}' is missing (deleted, or changed and its nbgrader metadata lost); "
-                       f"{done}. Copy it back from the released notebook for its quick checks")
+                       f"{done}. Copy it back from {released} for its quick checks")
             problems.append(Problem("modified-cell" if ids else "missing-cell", msg, gid, warning=True))
         elif ids:
             problems.append(Problem("modified-cell", f"the {what} '{gid}' was modified; the grader used the "
-                                    "original. Restore it from the released notebook so your code runs as graded",
+                                    f"original. Restore it from {released} so your code runs as graded",
                                     gid))
         else:
             problems.append(Problem("missing-cell", f"the {what} '{gid}' is missing (deleted, or changed and its "
                                     "nbgrader metadata lost); the grader used the released version. Copy it back "
-                                    "from the released notebook so your code runs as graded", gid))
+                                    f"from {released} so your code runs as graded", gid))
     # Demo cells of the release, unmodified, whatever their metadata: never an answer.
     for rcell in release_cells:
         if rcell.get("cell_type") == "code" and is_demo(rcell) and role(rcell) is None:
@@ -659,8 +670,8 @@ def check_and_extract(student_nb, release_nb) -> Extraction:
                                     gid, warning=True))
         else:  # (a markdown answer is graded by hand, not here: a warning)
             problems.append(Problem("missing-cell", f"your answer cell '{gid}' is missing (deleted, or its "
-                                    "functions renamed and its nbgrader metadata lost); copy it back from the "
-                                    "released notebook", gid, warning=rcell.get("cell_type") != "code"))
+                                    f"functions renamed and its nbgrader metadata lost); copy it back from {released}",
+                                    gid, warning=rcell.get("cell_type") != "code"))
     if matched or given_by_content:
         found = []
         if matched:
@@ -717,7 +728,121 @@ def check_and_extract(student_nb, release_nb) -> Extraction:
     order = {gid: k for k, gid in enumerate(roles)}
     problems.sort(key=lambda p: order.get(p.cell, -1))
     source, line_map = _join(parts)
-    return Extraction(source, problems, {}, line_map)
+    used = {i for gid in code_answers for i in chosen[gid]}
+    skipped: dict[str, str] = {}
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "code" or i in used:
+            continue
+        if label[i] is not None and roles[label[i]][0] == "locked":
+            continue  # a given cell: its names are in the module (from the release)
+        if is_demo(cell) or (i in consumed and label[i] is None):
+            what = "a demo cell (demo cells are not run when your notebook is checked or graded)"
+        elif label[i] is not None and roles[label[i]][0] == "test":
+            what = f"the test cell '{label[i]}' (test cells are not part of your code)"
+        else:
+            what = (f"cell {i + 1} of the notebook, which is not an answer cell (only answer cells and "
+                    "the given cells are run when your notebook is checked or graded)")
+        for name in sorted(bound_names(cell_source(cell))):
+            skipped.setdefault(name, what)
+    module_names = bound_names(source)
+    skipped = {k: v for k, v in skipped.items() if k not in module_names}
+    found_ids = [grade_id(c) for c in cells if grade_id(c)]
+    return Extraction(source, problems, {}, line_map, skipped_names=skipped, found_ids=found_ids)
+
+
+def bound_names(source: str) -> set[str]:
+    """Names a cell binds at top level: what `defined_names` finds, plus imports and loop targets."""
+    names = defined_names(source)
+    try:
+        tree = ast.parse(comment_magics(source))
+    except (SyntaxError, ValueError):
+        return names
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With)):
+            targets = [node.target] if isinstance(node, (ast.For, ast.AsyncFor)) else \
+                [item.optional_vars for item in node.items if item.optional_vars is not None]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def _still_a_stub(node) -> bool:
+    """A def that always reaches ``raise NotImplementedError`` (at the top level of its body, no return
+    before it), as the release's stubs do; a class with such a method."""
+    if isinstance(node, ast.ClassDef):
+        return any(_still_a_stub(n) for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for stmt in node.body:
+        if isinstance(stmt, ast.Return):
+            return False
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def readiness(source: str, release) -> dict[str, list[list[str]]]:
+    """What of the release's stubs the student module still lacks, as [answer cell, name] pairs.
+
+    ``missing``: a function or class of a stub that the module does not define
+    at top level; ``unimplemented``: one whose last definition still only
+    raises NotImplementedError (a class: one of its methods). Parsed, never
+    run; a module that does not parse reports nothing (its syntax error is
+    reported instead).
+    """
+    out: dict[str, list[list[str]]] = {"missing": [], "unimplemented": []}
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return out
+    last: dict[str, ast.AST] = {}  # top-level name -> its last binding (the one the kernel keeps)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            last[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    last[target.id] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                last[(alias.asname or alias.name).split(".")[0]] = node
+    for cell in release.cells:
+        if role(cell) != "solution" or cell.get("cell_type") != "code":
+            continue
+        try:
+            stub_tree = ast.parse(comment_magics(cell_source(cell)))
+        except (SyntaxError, ValueError):
+            continue
+        for node in stub_tree.body:  # in the stub's order: the order the instructions give
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _still_a_stub(node):
+                if node.name not in last:
+                    out["missing"].append([grade_id(cell), node.name])
+                elif _still_a_stub(last[node.name]):
+                    out["unimplemented"].append([grade_id(cell), node.name])
+    return out
+
+
+_PART = re.compile(r"^#{1,3}\s+(Part\b.*)$")
+
+
+def part_titles(release) -> dict[str, str]:
+    """grade_id of every graded cell (answers and tests) -> the title of the part it sits in ("Part 2 — ...")."""
+    titles: dict[str, str] = {}
+    current = ""
+    for cell in release.cells:
+        if cell.get("cell_type") == "markdown":
+            for line in cell_source(cell).splitlines():
+                m = _PART.match(line.strip())
+                if m:
+                    current = m.group(1).strip()
+        elif grade_id(cell) and role(cell) in ("solution", "test"):
+            titles[grade_id(cell)] = current
+    return titles
 
 
 def load_release(root: Path, assignment_id: str) -> Node:

@@ -471,3 +471,85 @@ def call_with_parameters(module, *, fn: str, grads, args=(), kwargs=None, iterat
         params.append(p)
     out = f(iter(params) if iterator else list(params), *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
     return {"result": to_array(out), "grads": [to_array(p.grad) if p.grad is not None else None for p in params]}
+
+
+class _Tail:
+    """A stdout that keeps the last `limit` characters written (a test cell may print in a loop)."""
+
+    def __init__(self, limit: int = 2000):
+        self.limit, self.text = limit, ""
+
+    def write(self, s) -> int:
+        s = str(s)
+        self.text = (self.text + s)[-self.limit:]
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def _test_cell_code(source: str, filename: str):
+    """The test cell compiled with pytest's assertion rewriting, so that a failing ``assert`` says
+    which values it compared (as pytest does); plain ``compile`` where pytest is not there."""
+    import ast
+
+    tree = ast.parse(source, filename)
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts
+        rewrite_asserts(tree, source.encode(), filename)
+    except Exception:  # an older or absent pytest: bare assertions still run
+        tree = ast.parse(source, filename)
+    return compile(tree, filename, "exec")
+
+
+@probe
+def run_test_cell(module, *, source: str, cell: str):
+    """Run one of the notebook's visible test cells, as Jupyter would, in the student module's namespace.
+
+    `source` is the release's test cell (the grader's copy, never the
+    student's). Cells run one after another in the same namespace, as in the
+    kernel, after every answer cell. Returns ``{"passed": bool, "printed":
+    the last 2,000 characters it printed, "error": None or {"type", "message",
+    "line": the line of the test cell that failed, "statement": its source,
+    "traceback": the frames in the student's code}}``. Like every probe's
+    result, it is the student's process talking: `lmcourse check` shows it to
+    the student and nothing scores it.
+    """
+    import ast
+    import sys
+    import traceback
+
+    if not isinstance(source, str) or not isinstance(cell, str):
+        raise ProbeUsageError("run_test_cell needs the cell's source and grade_id as text")
+    filename = f"<test cell {cell}>"
+    code = _test_cell_code(source, filename)
+    out = _Tail()
+    previous = sys.stdout
+    sys.stdout = out
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt are the student's too)
+        frames = traceback.extract_tb(exc.__traceback__)
+        line = next((fr.lineno for fr in reversed(frames) if fr.filename == filename), None)
+        statement = ""
+        if line is not None:  # the whole statement, an assertion over several lines included
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.For,
+                                                                        ast.While, ast.If, ast.With, ast.Try)) \
+                        and node.lineno <= line <= (node.end_lineno or node.lineno):
+                    statement = ast.get_source_segment(source, node) or ""
+                    break
+            statement = statement or source.splitlines()[line - 1]
+        own = getattr(module, "__file__", None)
+        student = [f"  line {fr.lineno}, in {fr.name}" + (f"\n    {fr.line.strip()}" if fr.line else "")
+                   for fr in frames if own and fr.filename == own][-6:]
+        try:
+            message = str(exc)
+        except BaseException:  # noqa: BLE001
+            message = "<the exception's message could not be shown>"
+        return {"passed": False, "printed": out.text,
+                "error": {"type": type(exc).__name__, "message": message[:3000], "line": line,
+                          "statement": statement[:1000], "traceback": "\n".join(student)}}
+    finally:
+        sys.stdout = previous
+    return {"passed": True, "printed": out.text, "error": None}

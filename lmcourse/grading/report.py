@@ -1,12 +1,16 @@
-"""What students and Gradescope see: feedback.html and the strict results.json.
+"""What students and Gradescope see: ``lmcourse check``'s report, feedback.html and the strict results.json.
 
-Both are built from the result dict alone (names, points, messages), which
-never holds a check's source, so neither can leak a hidden check.
+All are built from the result dict alone (names, points, messages), which
+never holds a check's source, so none can leak a hidden check. `readiness`
+is the one reading of a result that says what is left to do; the check's
+text and the feedback page both print it, so the two cannot drift.
 """
 
 from __future__ import annotations
 
 import html
+import re
+import textwrap
 
 GRADESCOPE_TEST_KEYS = ("score", "max_score", "status", "name", "number", "output", "tags", "visibility")
 GRADESCOPE_TOP_KEYS = ("score", "execution_time", "output", "visibility", "stdout_visibility")
@@ -51,6 +55,10 @@ def feedback_html(result: dict, student_id: str) -> str:
     status = result.get("status", "ok")
     banner = "" if status == "ok" else \
         f"<p class=status><b>{e(status)}</b>: {e(str(result.get('message', '')))}</p>"
+    todo = readiness(result)["todo"] if result.get("readiness") else []
+    if todo:  # the same reading of the result as `lmcourse check`'s summary
+        banner += (f"<p class=status><b>Not written yet</b> (still raising NotImplementedError, or missing): "
+                   f"{e(todo_text(todo))}</p>")
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>Feedback: {e(str(result.get('assignment', '')))} · {e(student_id)}</title>
 <style>{_CSS}</style></head><body>
@@ -63,3 +71,171 @@ def feedback_html(result: dict, student_id: str) -> str:
 <tbody>{''.join(rows)}</tbody></table>
 </body></html>
 """
+
+
+# ----------------------------------------------------------------------------- readiness
+
+def readiness(result: dict) -> dict:
+    """What a student needs to know before submitting, read off a grading result.
+
+    Returns ``todo`` (``[(part, name, "missing" | "unimplemented")]``, in the
+    notebook's order), ``visible`` (earned, available) points of the visible
+    checks, ``failing`` (visible checks that did not pass), ``cells``
+    (``(passed, run)`` of the notebook's test cells, or None where they were
+    not run), ``hidden_points`` (the points of checks that run only when
+    graded), ``errors`` (notebook problems that are not warnings) and
+    ``ready``: nothing to do, no error, every visible check and test cell passes.
+    """
+    parts = result.get("parts", {}) or {}
+    todo = []
+    for kind in ("missing", "unimplemented"):
+        for gid, name in (result.get("readiness") or {}).get(kind, []):
+            todo.append((parts.get(gid, ""), name, kind))
+    order = {title: k for k, title in enumerate(dict.fromkeys(parts.values()))}
+    todo.sort(key=lambda t: order.get(t[0], len(order)))
+    visible = [t for t in result.get("tests", []) if t.get("visibility") == "visible"]
+    failing = [t for t in visible if t.get("status") != "passed"]
+    cells = result.get("test_cells")
+    cell_counts = None if cells is None else (sum(1 for c in cells if c.get("passed")), len(cells))
+    errors = [p for p in result.get("problems", []) if not p.get("warning")]
+    status_ok = result.get("status") == "ok"
+    ready = status_ok and not todo and not errors and not failing and \
+        (cell_counts is None or cell_counts[0] == cell_counts[1])
+    return {"todo": todo, "visible": (sum(t.get("score", 0) for t in visible), sum(t.get("max_score", 0)
+                                                                                     for t in visible)),
+            "failing": failing, "cells": cell_counts, "hidden_points": result.get("hidden_points", 0) or 0,
+            "errors": errors, "ready": ready}
+
+
+def todo_text(todo) -> str:
+    """'Part 2: keep_probabilities, subsample; Part 4: ...': what is left, by part."""
+    by_part: dict[str, list[str]] = {}
+    for part, name, kind in todo:
+        by_part.setdefault(part.split(" — ")[0].split(" (")[0] or "answer cells", []).append(
+            name + (" (missing: copy its cell back)" if kind == "missing" else ""))
+    return "; ".join(f"{part}: {', '.join(names)}" for part, names in by_part.items())
+
+
+def readiness_lines(result: dict) -> list[str]:
+    """The summary at the end of ``lmcourse check`` (and atop feedback.html), one fact per line."""
+    r = readiness(result)
+    out = []
+    if r["todo"]:
+        n = len(r["todo"])
+        out.append(f"to do: {n} function{'s' if n > 1 else ''} or class{'es' if n > 1 else ''} not written yet "
+                   f"(still raising NotImplementedError, or missing) — {todo_text(r['todo'])}")
+    if r["errors"]:
+        out.append(f"notebook problems: {len(r['errors'])} (listed above); fix them first")
+    if r["cells"] is not None:
+        passed, run = r["cells"]
+        out.append(f"the notebook's test cells: {passed} of {run} pass")
+    earned, available = r["visible"]
+    out.append(f"visible checks: {earned:g} / {available:g} points")
+    if r["hidden_points"]:
+        out.append(f"not covered here: hidden checks worth {r['hidden_points']:g} points run only when your work is "
+                   "graded; passing everything visible does not guarantee them")
+    if r["ready"]:
+        out.append("ready to submit: nothing left to implement and everything visible passes")
+    else:
+        out.append("not ready to submit yet")
+    return out
+
+
+def isolation_line(isolation: str, verbose: bool = False) -> str:
+    """One line on how the student's code was run (the whole plan with ``verbose``)."""
+    iso = str(isolation or "")
+    if verbose or not iso:
+        return f"isolation: {iso or 'none (nothing was run)'}"
+    if iso.startswith("full"):
+        return "isolation: full (your code ran as a separate user, without network, with time and memory limits)"
+    if iso.startswith("partial"):
+        why = iso.split(":", 1)[1].split(";")[0].strip() if ":" in iso else ""
+        if "full isolation is not available here" in iso or "isolation turned off" in why:
+            why = "no bubblewrap here" if "bubblewrap" in iso or "bwrap" in iso else "full isolation not available"
+        return (f"isolation: partial ({why}): your code ran as in Jupyter, with time and memory limits; "
+                "that is all a check of your own work needs (-v says more)")
+    return f"isolation: {iso.split(';')[0]}"
+
+
+def _indent(text: str, first: str = "      ", rest: str = "        ") -> list[str]:
+    out = []
+    for line in str(text).splitlines():
+        out.append(textwrap.fill(line, 100, initial_indent=first, subsequent_indent=rest) if line.strip() else "")
+    return out
+
+
+def check_text(result: dict, notebook, verbose: bool = False) -> str:
+    """``lmcourse check``'s report: problems, then part by part the test cells and visible checks, then readiness."""
+    out = [f"lmcourse check {result.get('assignment', '')} {notebook}", isolation_line(result.get("isolation"), verbose)]
+    problems = result.get("problems", [])
+    wrong = [p for p in problems if p.get("status") == "wrong-assignment"]
+    if wrong:  # everything else follows from it: say only that
+        out.append(f"  ✗ [wrong-assignment] {wrong[0]['message']}")
+        out.append(f"    ({len(problems) - 1} missing or changed cells follow from this and are not listed)")
+        out.append("summary:\n  not ready to submit yet")
+        return "\n".join(out)
+    if problems:
+        out.append("notebook problems:")
+        for p in problems:
+            mark = "!" if p.get("warning") else "✗"  # a warning costs nothing: say so by its mark
+            out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
+    # One error that stops every check (the code does not import, say): shown once, in full.
+    outputs = {t.get("output") for t in result.get("tests", []) if t.get("status") != "passed"}
+    shared = next(iter(outputs)) if len(outputs) == 1 and len(result.get("tests", [])) > 1 and \
+        all(t.get("status") != "passed" for t in result.get("tests", [])) else None
+    if result.get("status") != "ok" and not [p for p in problems if not p.get("warning")]:
+        if shared:
+            out.append(f"  ✗ [{result.get('status')}]")
+            out += _indent(shared, "      ", "        ")
+        else:
+            out.append(f"  ✗ [{result.get('status')}] {result.get('message', '')}")
+    if not problems and result.get("status") == "ok":
+        out.append("notebook structure: ok")
+    parts = result.get("parts", {}) or {}
+    todo = readiness(result)["todo"]
+    unwritten = {name for _, name, _ in todo}
+    sections: dict[str, list[str]] = {}
+
+    def section(title: str) -> list[str]:
+        return sections.setdefault(title or "other checks", [])
+
+    for part, name, kind in todo:
+        section(part).append(f"  … {name}: " + ("missing (copy its answer cell back)" if kind == "missing"
+                                                 else "not written yet (still raises NotImplementedError)"))
+    for c in result.get("test_cells") or []:
+        lines = section(parts.get(c["cell"], ""))
+        if c.get("passed"):
+            lines.append(f"  ✓ test cell '{c['cell']}' runs without an error")
+            continue
+        err = c.get("error") or {}
+        where = f" (line {err['line']})" if err.get("line") else ""
+        stub = [n for n in re.findall(r"\w+", (err.get("statement") or "") + " " + (err.get("traceback") or ""))
+                if n in unwritten]
+        if err.get("type") == "NotImplementedError" and stub:
+            lines.append(f"  ✗ test cell '{c['cell']}'{where}: stops at {stub[0]}, not written yet")
+            continue
+        lines.append(f"  ✗ test cell '{c['cell']}'{where}: {err.get('type') or 'failed'}")
+        if err.get("statement"):  # code: shown as it is, never re-wrapped
+            lines += [f"      > {line}" for line in err["statement"].splitlines()[:8]]
+        if err.get("message"):
+            lines += _indent(err["message"])
+        if err.get("traceback"):
+            lines.append("      in your code:")
+            lines += _indent(err["traceback"], "      ", "      ")
+    for t in result.get("tests", []):
+        lines = section(parts.get(t.get("cell"), ""))
+        mark = "✓" if t.get("status") == "passed" else "✗"
+        where = f"function {t['function']}" if t.get("function") else f"cell '{t.get('cell')}'"
+        lines.append(f"  {mark} check: {t['name']}  [{t['score']:g}/{t['max_score']:g}]  ({where})")
+        if t.get("status") != "passed" and t.get("output"):
+            if t.get("function") in unwritten and "NotImplementedError" in t["output"]:
+                lines[-1] += f" — {t['function']} is not written yet"
+            else:
+                lines += ["      (the error above)"] if t["output"] == shared else _indent(t["output"])
+    order = list(dict.fromkeys(parts.values()))
+    for title in sorted(sections, key=lambda x: order.index(x) if x in order else len(order)):
+        out.append(title)
+        out += sections[title]
+    out.append("summary:")
+    out += [f"  {line}" for line in readiness_lines(result)]
+    return "\n".join(out)

@@ -108,12 +108,19 @@ def _limits(root: Path, assignment_id: str, overrides: dict | None):
 
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
-          limits: dict | None = None, exclude: Collection[str] = ()) -> dict:
+          limits: dict | None = None, exclude: Collection[str] = (), test_cells: bool = False,
+          own_machine: bool = False) -> dict:
     """Grade ``notebook`` against ``autograder/<assignment_id>/``; return the result dict.
 
     visible_only: run the visible checks only (``lmcourse check``). exclude: names of
     checks to leave out; they are neither run nor counted in ``max_score`` (the course's
     own tests use it to skip a training run that a known-wrong variant is not about).
+    test_cells: also run the notebook's own visible test cells (the release's copies) in
+    the worker, after the checks, and report each under ``test_cells`` (``lmcourse
+    check``); they earn nothing, since their outcome comes from the student's process.
+    own_machine: a student checking their own code (``lmcourse check``): where full
+    isolation is impossible (root without bubblewrap, say), run it without, as Jupyter
+    does, and say so, instead of refusing.
 
     Never raises for anything the submission does; raises :class:`GraderError`
     when the course itself is broken (no checks, a reference that fails).
@@ -134,6 +141,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     try:
         # The work that grows with the submission runs in a child with a memory and time budget.
         extraction, upgraded_from = _from_json(bounded.run(_read_and_extract, Path(notebook), release,
+                                                           release_path(assignment_id),
                                                            what=Path(notebook).name))
     except nbmod.NotebookError as err:
         block_all = (err.status, err.message)
@@ -153,10 +161,19 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     try:
         if block_all is None:
             try:
-                worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
-                                secret_dirs=[root / "autograder", root / "solutions"])
+                secret = [root / "autograder", root / "solutions"]
+                try:
+                    worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
+                                    secret_dirs=secret)
+                    unavailable = ""
+                except getattr(sandbox, "SandboxError", ()) as err:
+                    if not own_machine:
+                        raise
+                    unavailable = f"; full isolation is not available here ({err})"
+                    worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
+                                    secret_dirs=secret, isolate=False)
                 worker.__enter__()
-                isolation = worker.isolation
+                isolation = worker.isolation + unavailable
                 failed = getattr(worker, "import_error", None)
                 if failed is not None:  # nothing of the module can be called: every check says why
                     block_all = (getattr(failed, "kind", "import-error"),
@@ -171,6 +188,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                                exclude=frozenset(exclude),
                                findings=extraction.findings if extraction is not None else {})
         run_checks(folder, plugin)
+        cell_results = _run_test_cells(worker, release, extraction, block_all, StudentError) if test_cells \
+            else None
         if worker is not None:
             try:
                 captured = worker.captured_output
@@ -187,33 +206,143 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     if not plugin.order and not plugin.not_run:
         raise GraderError(f"no checks were collected from {folder}")
 
+    if extraction is not None and _mostly_missing(problems, release):
+        looks = looks_like(root, assignment_id, extraction.found_ids)
+        if looks:
+            problems.insert(0, nbmod.Problem("wrong-assignment", looks))
     if extraction is not None:
         for r in plugin.results.values():
             if r["kind"] in STUDENT_KINDS:
                 r["output"] = _name_cell(r["output"], extraction)
-    return _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured,
-                   time.perf_counter() - started, Path(notebook).name)
+    result = _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured,
+                     time.perf_counter() - started, Path(notebook).name)
+    result["readiness"] = extraction.readiness if extraction is not None else {"missing": [], "unimplemented": []}
+    result["parts"] = nbmod.part_titles(release)
+    result["hidden_points"] = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
+    if cell_results is not None:
+        result["test_cells"] = cell_results
+    from lmcourse.grading.report import readiness, todo_text
+
+    todo = readiness(result)["todo"]
+    if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`
+        result["output"] += f" Not written yet: {todo_text(todo)}."
+    return result
+
+
+def release_path(assignment_id: str) -> str:
+    """Where a student finds the released notebook, relative to the course folder."""
+    return f"assignments/{assignment_id}/{assignment_id}.ipynb"
+
+
+def _mostly_missing(problems, release) -> bool:
+    """Half or more of the release's answer and given cells are missing: perhaps another assignment."""
+    cells = [c for c in release.cells if nbmod.role(c) in ("solution", "locked")]
+    missing = {p.cell for p in problems if p.status == "missing-cell" and p.cell}
+    return bool(cells) and 2 * len(missing) >= len(cells)
+
+
+def looks_like(root: Path, assignment_id: str, found_ids) -> str | None:
+    """"this notebook looks like 02-word2vec's ..." when another assignment's cells match it better."""
+    from lmcourse.grading.assign import assignment_ids
+
+    found = set(found_ids)
+    if not found:
+        return None
+    best, best_share = None, 0.0
+    for other in assignment_ids(root):
+        try:
+            ids = {nbmod.grade_id(c) for c in nbmod.load_release(root, other).cells if nbmod.grade_id(c)}
+        except (FileNotFoundError, nbmod.NotebookError):
+            continue
+        share = len(found & ids) / max(1, len(ids))
+        if share > best_share:
+            best, best_share = other, share
+    if best is None or best == assignment_id or best_share < 0.5:
+        return None
+    return (f"this notebook looks like assignment {best} (its cells are there), not {assignment_id}: check it "
+            f"with `lmcourse check {best} NOTEBOOK`, or open {release_path(assignment_id)} for {assignment_id}")
+
+
+def _tidy_assertion(message: str) -> str:
+    """pytest's explanation of a failed assertion, without object addresses and module reprs."""
+    lines = []
+    for line in message.splitlines():
+        if re.search(r"= <module '", line):
+            continue  # "+ where <function allclose> = <module 'numpy' from '...'>.allclose": noise
+        line = re.sub(r"<(?:bound method \S+ of .*?|function|built-in function|built-in method) ([\w.]+)"
+                      r"(?: at 0x[0-9a-f]+)?>", r"\1", line)
+        line = re.sub(r" at 0x[0-9a-f]+", "", line)
+        lines.append(line)
+    return "\n".join(lines[:14])
+
+
+def _run_test_cells(worker, release, extraction, block_all, StudentError) -> list[dict]:
+    """Run the release's test cells in the worker, in order; one entry per cell (see `grade`)."""
+    points = nbmod.graded_cells(release)
+    out = []
+    for cell in release.cells:
+        if nbmod.role(cell) != "test" or cell.get("cell_type") != "code":
+            continue
+        gid = nbmod.grade_id(cell)
+        entry = {"cell": gid, "points": points.get(gid, 0.0), "passed": False, "printed": "", "error": None}
+        if worker is None or block_all is not None:
+            entry["error"] = {"type": "not-run", "message": "not run: your code could not be loaded (see above)",
+                              "line": None, "statement": "", "traceback": ""}
+            out.append(entry)
+            continue
+        try:
+            reply = worker.probe("run_test_cell", source=nbmod.comment_magics(nbmod.cell_source(cell)), cell=gid)
+        except StudentError as err:
+            entry["error"] = {"type": err.kind, "message": _name_cell(clean_text(err.message), extraction),
+                              "line": None, "statement": "", "traceback": ""}
+            out.append(entry)
+            continue
+        # The student's process answered: only shapes we expect, as text, capped.
+        reply = reply if isinstance(reply, dict) else {}
+        entry["passed"] = reply.get("passed") is True
+        entry["printed"] = clean_text(reply.get("printed", ""))[-2000:] if isinstance(reply.get("printed"), str) \
+            else ""
+        error = reply.get("error")
+        if not entry["passed"]:
+            error = error if isinstance(error, dict) else {}
+            text = {k: clean_text(error.get(k, "")) if isinstance(error.get(k), str) else ""
+                    for k in ("type", "message", "statement", "traceback")}
+            line = error.get("line")
+            text["message"] = _tidy_assertion(text["message"][:3000])
+            text["traceback"] = _name_cell(text["traceback"][:3000], extraction)
+            entry["error"] = dict(text, line=line if isinstance(line, int) and not isinstance(line, bool) else None,
+                                  statement=text["statement"][:1000])
+            hint = _skipped_name_hint(text["type"] + ": " + text["message"], extraction)
+            if hint:
+                entry["error"]["message"] += " " + hint
+        out.append(entry)
+    return out
 
 
 STUDENT_KINDS = ("missing", "exception", "timeout", "crashed", "refused-output", "import-error", "output-too-large")
 
 
-def _read_and_extract(path: Path, release) -> dict:
+def _read_and_extract(path: Path, release, release_path: str | None = None) -> dict:
     """Read the submission and line it up with the release (runs in `bounded`'s child)."""
     nb = nbmod.read_notebook(path)
-    ext = nbmod.check_and_extract(nb, release)
+    ext = nbmod.check_and_extract(nb, release, release_path)
     answers = {nbmod.grade_id(c) for c in release.cells if nbmod.role(c) == "solution"}
     return {"source": clean_text(ext.source), "problems": [p.as_dict() for p in ext.problems],
             "blocked": ext.blocked_cells, "line_map": ext.line_map,
             "upgraded_from": nb.metadata.get("lmcourse_upgraded_from"),
-            "findings": rules.scan_answers(ext.source, ext.line_map, answers)}
+            "findings": rules.scan_answers(ext.source, ext.line_map, answers),
+            "skipped_names": {clean_text(k): v for k, v in list(ext.skipped_names.items())[:5000]},
+            "found_ids": [clean_text(str(i))[:200] for i in ext.found_ids[:1000]],
+            "readiness": nbmod.readiness(ext.source, release)}
 
 
 def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
     problems = [nbmod.Problem(p["status"], clean_text(p["message"]), p["cell"], bool(p.get("warning")))
                 for p in data["problems"]]
     extraction = nbmod.Extraction(data["source"], problems, dict(data["blocked"]),
-                                  [tuple(x) for x in data["line_map"]], data["findings"])
+                                  [tuple(x) for x in data["line_map"]], data["findings"],
+                                  skipped_names=dict(data["skipped_names"]), found_ids=list(data["found_ids"]),
+                                  readiness=data["readiness"])
     return extraction, data["upgraded_from"]
 
 
@@ -223,7 +352,12 @@ def clean_text(text: str) -> str:
 
 
 def _name_cell(message: str, extraction) -> str:
-    """Rewrite "line N" of the extracted module as "line k of cell 'grade_id'": where the student looks."""
+    """Rewrite "line N" of the extracted module as "line k of cell 'grade_id'": where the student looks.
+
+    Idempotent: a line already located ("line 3 of cell ...") is left alone, so a message that
+    passes here twice is not moved to another cell. A NameError for a name that only a cell left
+    out of the module defines (a demo cell, say) gets a hint saying so.
+    """
     if extraction is None or not message:
         return message
 
@@ -234,7 +368,19 @@ def _name_cell(message: str, extraction) -> str:
                 return f"line {n - first + 1} of cell '{gid}'"
         return m.group(0)
 
-    return re.sub(r"\bline (\d+)", where, message)
+    located = re.sub(r"\bline (\d+)\b(?! of )", where, message)
+    hint = _skipped_name_hint(located, extraction)
+    return f"{located}\n{hint}" if hint and hint not in located else located
+
+
+def _skipped_name_hint(message: str, extraction) -> str:
+    m = re.search(r"NameError: name '(\w+)' is not defined", message or "")
+    names = getattr(extraction, "skipped_names", None) or {}
+    if not m or m.group(1) not in names:
+        return ""
+    name = m.group(1)
+    return (f"('{name}' is defined only in {names[name]}. Your answer cells must not use it: define what you "
+            f"need inside the answer cell or the function, or pass it in as an argument.)")
 
 
 STATUS_WORDS = {

@@ -1,0 +1,209 @@
+"""`lmcourse check`: the feedback a student gets before submitting (issue 14).
+
+- Readiness counts down: each unit's release, filled part by part from the
+  solution, is checked after every part; the functions left to write fall to
+  zero, the notebook's own test cells that pass rise to all, and only the
+  finished notebook is "ready" (exit 0).
+- Visible coverage: every function or class a student writes is exercised by
+  a visible check or a visible test cell of the notebook.
+- The notebook of another assignment is named as such; an error in an answer
+  cell's top-level code is located in that cell; a name that only a demo cell
+  defines is pointed out; the release's path is given where a cell must be
+  copied back.
+- Without bubblewrap the check still runs and says so in one line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lmcourse.cli import main as cli_main
+from lmcourse.grading import notebook as nbmod
+from lmcourse.grading import runner, sandbox
+from lmcourse.grading.report import check_text, readiness
+from lmcourse.grading.testing import released_notebook, submission_from_solution
+
+ROOT = Path(__file__).resolve().parent.parent
+UNITS = ["01-ngrams", "02-word2vec", "03-rnnlm"]
+
+
+def check(aid: str, nb: Path) -> dict:
+    """What `lmcourse check AID NB` computes (the CLI prints `check_text` of it)."""
+    return runner.grade(ROOT, aid, nb, tier="cpu", visible_only=True, test_cells=True, own_machine=True)
+
+
+def filled(aid: str, tmp_path: Path, parts: int) -> Path:
+    """The release with its first `parts` answer cells holding the solution, the others untouched."""
+    solution = nbformat.read(submission_from_solution(ROOT, aid, tmp_path / "solution"), 4)
+    release = nbformat.read(released_notebook(ROOT, aid, tmp_path / "release"), 4)
+    answers = {nbmod.grade_id(c): c.source for c in solution.cells if nbmod.role(c) == "solution"}
+    k = 0
+    for cell in release.cells:
+        if nbmod.role(cell) == "solution":
+            k += 1
+            if k <= parts:
+                cell.source = answers[nbmod.grade_id(cell)]
+    path = tmp_path / f"{aid}-{parts}.ipynb"
+    nbformat.write(release, path)
+    return path
+
+
+def answer_cells(aid: str) -> list[str]:
+    return [nbmod.grade_id(c) for c in nbmod.load_release(ROOT, aid).cells if nbmod.role(c) == "solution"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aid", UNITS)
+def test_readiness_counts_down_to_ready(aid, tmp_path):
+    n = len(answer_cells(aid))
+    todo, passing = [], []
+    for parts in range(n + 1):
+        result = check(aid, filled(aid, tmp_path, parts))
+        r = readiness(result)
+        text = check_text(result, "nb.ipynb")
+        todo.append(len(r["todo"]))
+        passing.append(r["cells"][0])
+        assert r["cells"][1] == len(nbmod.graded_cells(nbmod.load_release(ROOT, aid)))
+        if parts < n:
+            assert not r["ready"] and "not ready to submit yet" in text, text
+            assert f"hidden checks worth {r['hidden_points']:g} points" in text
+        else:
+            failing = [c for c in result["test_cells"] if not c["passed"]]
+            assert r["ready"] and "ready to submit" in text and not failing, text
+    # every part done takes at least one function off the list, and no test cell passes less
+    assert all(a > b for a, b in zip(todo, todo[1:])), todo
+    assert todo[0] == len(nbmod.readiness(nbmod.check_and_extract(*[nbmod.load_release(ROOT, aid)] * 2).source,
+                                          nbmod.load_release(ROOT, aid))["unimplemented"]) and todo[-1] == 0
+    assert passing[0] == 0 and all(a <= b for a, b in zip(passing, passing[1:])) and passing[-1] > passing[0]
+
+
+def _names_used(source: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+
+
+def uncovered(release, visible_functions: set[str]) -> list[str]:
+    """The student's functions and classes (the release's stubs) that no visible check calls and no
+    visible test cell names."""
+    stubs = [name for _, name in nbmod.readiness(nbmod.check_and_extract(release, release).source,
+                                                 release)["unimplemented"]]
+    in_cells = set()
+    for cell in release.cells:
+        if nbmod.role(cell) == "test":
+            in_cells |= _names_used(nbmod.comment_magics(nbmod.cell_source(cell)))
+    return [name for name in stubs if name not in in_cells and name not in visible_functions]
+
+
+@pytest.mark.parametrize("aid", UNITS)
+def test_every_graded_function_has_visible_coverage(aid, tmp_path):
+    release = nbmod.load_release(ROOT, aid)
+    result = runner.grade(ROOT, aid, released_notebook(ROOT, aid, tmp_path), visible_only=True)
+    visible = {t["function"] for t in result["tests"] if t["visibility"] == "visible" and t.get("function")}
+    assert not uncovered(release, visible), f"{aid}: no visible check or test cell exercises {uncovered(release, visible)}"
+
+
+def test_the_coverage_test_fails_when_a_function_has_no_visible_check():
+    release = nbmod.load_release(ROOT, "02-word2vec")
+    release.cells = [c for c in release.cells if nbmod.grade_id(c) != "test_analogy"]
+    assert uncovered(release, set()) == ["analogy"]
+
+
+def test_another_assignments_notebook_is_named(tmp_path):
+    nb = released_notebook(ROOT, "02-word2vec", tmp_path)
+    result = check("03-rnnlm", nb)
+    assert result["status"] == "wrong-assignment" and result["score"] == 0
+    assert "looks like assignment 02-word2vec" in result["message"]
+    text = check_text(result, nb)
+    assert "lmcourse check 02-word2vec" in text and "missing-cell" not in text and len(text.splitlines()) < 8
+    # the right assignment is never told it is another one, however unfinished
+    assert not any(p["status"] == "wrong-assignment" for p in check("02-word2vec", nb)["problems"])
+
+
+def test_error_in_answer_cell_code_is_located_and_a_demo_only_name_pointed_out(tmp_path):
+    nb = submission_from_solution(ROOT, "02-word2vec", tmp_path)
+    notebook = nbformat.read(nb, 4)
+    (cell,) = [c for c in notebook.cells if nbmod.grade_id(c) == "skipgram_pairs"]
+    cell.source += "\n\nexample = skipgram_pairs(sentences[:2], 2)  # `sentences`: the demo cell's corpus\n"
+    line = len(cell.source.rstrip("\n").splitlines())
+    nbformat.write(notebook, nb)
+    result = check("02-word2vec", nb)
+    assert result["status"] == "import-error"
+    text = check_text(result, nb)
+    assert f"line {line} of cell 'skipgram_pairs', in <module>" in text, text
+    assert "of cell 'setup'" not in text  # never located twice
+    assert "'sentences' is defined only in a demo cell" in text
+    assert text.count("'sentences' is defined only") == 1  # the shared error is shown once
+
+
+def test_name_cell_is_idempotent():
+    ext = nbmod.Extraction("", line_map=[(3, 40, "setup"), (43, 80, "skipgram_pairs")])
+    once = runner._name_cell("line 75, in <module>", ext)
+    assert once == "line 33 of cell 'skipgram_pairs', in <module>"
+    assert runner._name_cell(once, ext) == once
+
+
+def test_missing_cell_names_the_release_path(tmp_path):
+    nb = submission_from_solution(ROOT, "01-ngrams", tmp_path)
+    notebook = nbformat.read(nb, 4)
+    notebook.cells = [c for c in notebook.cells if nbmod.grade_id(c) != "perplexity"]
+    nbformat.write(notebook, nb)
+    result = check("01-ngrams", nb)
+    (problem,) = [p for p in result["problems"] if p["cell"] == "perplexity"]
+    assert "assignments/01-ngrams/01-ngrams.ipynb" in problem["message"]
+    assert ["perplexity", "sentence_probs"] in result["readiness"]["missing"]
+    assert "sentence_probs (missing: copy its cell back)" in check_text(result, nb)
+
+
+def test_a_failing_test_cell_names_its_line_and_statement_without_solution_code(tmp_path):
+    wrong = "def cosine_similarity(A, B):\n    return A @ B.T  # not normalised\n"
+    nb = submission_from_solution(ROOT, "02-word2vec", tmp_path, replace={"cosine_similarity": wrong})
+    result = check("02-word2vec", nb)
+    (cell,) = [c for c in result["test_cells"] if c["cell"] == "test_similarity"]
+    assert not cell["passed"] and cell["error"]["type"] == "AssertionError" and cell["error"]["line"]
+    assert "cosine_similarity(A, B)" in cell["error"]["statement"]
+    assert not readiness(result)["ready"]
+    text = check_text(result, nb)
+    assert "test cell 'test_similarity'" in text and "0x" not in text
+    solution = nbmod.strip_markers(next(nbmod.cell_source(c) for c in nbmod.load_source(ROOT, "02-word2vec").cells
+                                        if nbmod.grade_id(c) == "similarity"))
+    body = [ln.strip() for ln in solution.splitlines() if ln.strip() and not ln.strip().startswith(("#", "def ", '"'))]
+    assert not [ln for ln in body if len(ln) > 20 and ln in text]  # no line of the solution's code
+
+
+def test_check_runs_without_bubblewrap_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sandbox._CACHE, "bwrap", (False, "bubblewrap (bwrap) is not installed"))
+    nb = submission_from_solution(ROOT, "01-ngrams", tmp_path)
+    rc = cli_main(["check", "01-ngrams", str(nb)])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("isolation:")]
+    assert len(lines) == 1 and lines[0].startswith("isolation: partial (") and "bubblewrap" in lines[0], lines
+    assert "ready to submit" in out and rc == 0, out
+    rc = cli_main(["check", "-v", "01-ngrams", str(nb)])
+    verbose = capsys.readouterr().out
+    assert "bubblewrap (bwrap) is not installed" in verbose or "isolation turned off" in verbose
+
+
+def test_check_is_quiet_about_isolation_by_default(tmp_path, capsys):
+    nb = released_notebook(ROOT, "01-ngrams", tmp_path)
+    rc = cli_main(["check", "01-ngrams", str(nb)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "not ready to submit yet" in out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("isolation:")]
+    assert "seccomp" not in line and "namespace" not in line and len(line) < 140
+    assert re.search(r"to do: 13 functions", out)
+
+
+def test_graded_feedback_lists_what_is_not_written_as_the_check_does(tmp_path):
+    from lmcourse.grading.report import feedback_html, todo_text
+
+    nb = filled("02-word2vec", tmp_path, len(answer_cells("02-word2vec")) - 1)  # Part 6 left undone
+    result = runner.grade(ROOT, "02-word2vec", nb, tier="cpu")
+    todo = readiness(result)["todo"]
+    assert [name for _, name, _ in todo] == ["cosine_similarity", "nearest_neighbours", "analogy"]
+    assert "Not written yet: Part 6: cosine_similarity, nearest_neighbours, analogy." in result["output"]
+    assert todo_text(todo) in feedback_html(result, "student")
+    assert todo_text(todo) in check_text(result, nb)
