@@ -131,11 +131,13 @@ def test_lmcourse_check_says_what_and_where(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     text = run.stdout
     assert "isolation:" in text
-    assert "✗ softmax of a vector sums to one" in text and "cell 'test_softmax'" in text and "function softmax" in text
+    assert "✗ check: softmax of a vector sums to one  [0/1]  (function softmax)" in text
     assert "expected" in text and "found" in text
-    assert "✓ count_words on a short sentence" in text
+    assert "✓ check: count_words on a short sentence" in text
+    assert "✓ test cell 'test_softmax' runs without an error" in text  # the notebook's own (weaker) test
     assert "with large logits" not in text, "hidden checks must not run in `lmcourse check`"
-    assert "hidden check(s)" in text
+    assert "hidden checks worth 4 points run only when your work is graded" in text
+    assert "not ready to submit yet" in text
     honest = lmcourse("check", AID, submission_from_solution(FIXTURE, AID, tmp_path / "ok"), "--course", FIXTURE)
     assert honest.returncode == 0 and "visible checks: 2 / 2 points" in honest.stdout, honest.stdout
 

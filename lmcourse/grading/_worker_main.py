@@ -33,6 +33,10 @@ CLONE_NEWNET = 0x40000000
 
 
 def _libc():
+    """The C library for prctl/unshare, which are Linux's: None elsewhere (macOS), where the worker
+    keeps its rlimits, timeouts and process group, and says so (`isolation`)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         return ctypes.CDLL(None, use_errno=True)
     except OSError:

@@ -197,7 +197,7 @@ def check_text(result: dict, notebook, verbose: bool = False) -> str:
     sections: dict[str, list[str]] = {}
 
     def section(title: str) -> list[str]:
-        return sections.setdefault(title or "other checks", [])
+        return sections.setdefault(title, [])  # "": a notebook without "Part" headings
 
     for part, name, kind in todo:
         section(part).append(f"  … {name}: " + ("missing (copy its answer cell back)" if kind == "missing"
@@ -234,7 +234,8 @@ def check_text(result: dict, notebook, verbose: bool = False) -> str:
                 lines += ["      (the error above)"] if t["output"] == shared else _indent(t["output"])
     order = list(dict.fromkeys(parts.values()))
     for title in sorted(sections, key=lambda x: order.index(x) if x in order else len(order)):
-        out.append(title)
+        if title:
+            out.append(title)
         out += sections[title]
     out.append("summary:")
     out += [f"  {line}" for line in readiness_lines(result)]
