@@ -117,7 +117,7 @@ def todo_text(todo) -> str:
 
 
 def readiness_lines(result: dict) -> list[str]:
-    """The summary at the end of ``lmcourse check`` (and atop feedback.html), one fact per line."""
+    """The summary at the end of ``lmcourse check``, one fact per line (feedback.html shows its to-do)."""
     r = readiness(result)
     out = []
     if r["todo"]:
