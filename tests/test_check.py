@@ -281,3 +281,16 @@ def test_known_wrong_variant_fails_a_visible_test_cell(aid, variant, tmp_path):
 def test_the_solution_passes_every_test_cell_in_process(tmp_path):
     for aid in UNITS:
         assert _run_cells_locally(aid, tmp_path / aid, {}) == [], aid
+
+
+def test_a_looping_function_times_its_test_cells_out_and_the_check_goes_on(tmp_path):
+    nb = submission_from_solution(ROOT, "01-ngrams", tmp_path,
+                                  replace={"cross_entropy": "def cross_entropy(*args, **kwargs):\n    while True:\n"
+                                                            "        pass"})
+    result = runner.grade(ROOT, "01-ngrams", nb, visible_only=True, test_cells=True, own_machine=True,
+                          limits={"call_timeout": 3})
+    cells = {c["cell"]: c for c in result["test_cells"]}
+    assert cells["test_perplexity"]["error"]["type"] == "timeout"
+    assert "the test cell 'test_perplexity' did not finish in time" in cells["test_perplexity"]["error"]["message"]
+    assert cells["test_greedy"]["passed"] and cells["test_sampling"]["passed"]  # the cells after it still ran
+    assert "run_test_cell" not in check_text(result, nb)  # the grader's own names stay out of sight

@@ -276,6 +276,11 @@ def _tidy_assertion(message: str) -> str:
     return "\n".join(lines[:14])
 
 
+# A test cell is a few asserts on tiny inputs (under 2 s on one core, the first torch optimiser's import
+# included): one that runs for 20 s is looping, and the next cells should not wait as long for it.
+TEST_CELL_SECONDS = 20.0
+
+
 def _run_test_cells(worker, release, extraction, block_all, StudentError) -> list[dict]:
     """Run the release's test cells in the worker, in order; one entry per cell (see `grade`)."""
     points = nbmod.graded_cells(release)
@@ -291,9 +296,11 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
             out.append(entry)
             continue
         try:
-            reply = worker.probe("run_test_cell", source=nbmod.comment_magics(nbmod.cell_source(cell)), cell=gid)
+            reply = worker.probe("run_test_cell", source=nbmod.comment_magics(nbmod.cell_source(cell)), cell=gid,
+                                 timeout=min(TEST_CELL_SECONDS, worker.limits.call_timeout))
         except StudentError as err:
-            entry["error"] = {"type": err.kind, "message": _name_cell(clean_text(err.message), extraction),
+            message = clean_text(err.message).replace("`run_test_cell`", f"the test cell '{gid}'")
+            entry["error"] = {"type": err.kind, "message": _name_cell(message, extraction),
                               "line": None, "statement": "", "traceback": ""}
             out.append(entry)
             continue
