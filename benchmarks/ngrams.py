@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 from lmcourse.data import BOS, EOS, load_text, train_val_split
-from lmcourse.grading.runner import reference_module
+from lmcourse.course import Course
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--k", type=float, default=0.01, help="add-k smoothing constant")
     args = parser.parse_args()
 
-    ref = reference_module(ROOT, "01-ngrams")
+    ref = Course(ROOT).assignment("01-ngrams").reference_module()
     text = load_text("tinyshakespeare")
     print(f"TinyShakespeare: {len(text):,} characters; 90% train / 10% validation (nanoGPT split)\n")
     header = (f"{'level':5} {'n':>2} {'n-grams':>9} {'count s':>8} {'Counter s':>9} {'speed-up':>8} "

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from lmcourse.grading.runner import reference_module
+from lmcourse.course import Course
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = [(32, 32, 32, 128), (64, 64, 64, 256), (16, 128, 64, 512)]  # (B, T, d_in, d_hidden)
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--no-training", action="store_true", help="only the layer timings")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as the grader's worker runs this assignment (limits.json: threads 1)
-    ref = reference_module(ROOT, "03-rnnlm")
+    ref = Course(ROOT).assignment("03-rnnlm").reference_module()
     layer_table(ref, args.repeats)
     if not args.no_training:
         training_table(ref)

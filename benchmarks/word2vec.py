@@ -88,7 +88,7 @@ import torch
 from scipy.stats import spearmanr
 
 from lmcourse.data import analogy_questions, load_text, simlex999, wordsim353
-from lmcourse.grading.runner import reference_module
+from lmcourse.course import Course
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    ref = reference_module(ROOT, "02-word2vec")
+    ref = Course(ROOT).assignment("02-word2vec").reference_module()
     sentences = ref.shakespeare_sentences(load_text("tinyshakespeare"))
     words, counts, corpus = ref.encode_corpus(sentences, min_count=args.min_count)
     n_tokens = int(counts.sum())

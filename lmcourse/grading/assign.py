@@ -35,8 +35,9 @@ def tools_on_path() -> None:
 
 
 def assignment_ids(root: Path) -> list[str]:
-    return sorted(p.name for p in (Path(root) / "solutions").iterdir() if (p / f"{p.name}.ipynb").exists()) \
-        if (Path(root) / "solutions").is_dir() else []
+    from lmcourse.course import Course
+
+    return Course(root).assignment_ids()
 
 
 def normalise(nb) -> str:
@@ -60,7 +61,7 @@ def generate(root: Path, assignment_id: str) -> dict[str, bytes]:
     from traitlets.config import Config
 
     tools_on_path()
-    src = Path(root) / "solutions" / assignment_id
+    src = Path(root) / "solutions" / assignment_id  # the source folder, images and data included
     with tempfile.TemporaryDirectory(prefix="lmcourse-assign-") as tmp:
         course = Path(tmp)
         shutil.copytree(src, course / "source" / assignment_id,

@@ -111,16 +111,11 @@ def grader_fingerprint(root: Path, assignment_id: str, tier: str) -> str:
     """Hash of everything besides the notebook that decides a grade."""
     from lmcourse import __version__
 
+    from lmcourse.course import Assignment, Course
+
     # The grader's own version, not its code bytes: editing a docstring must not force
     # re-grading a cohort; --force does that deliberately.
-    h = hashlib.sha256(f"tier={tier}\nlmcourse={__version__}\n".encode())
-    paths = sorted((Path(root) / "autograder" / assignment_id).rglob("*"))
-    paths += [Path(root) / "solutions" / assignment_id / f"{assignment_id}.ipynb",
-              Path(root) / "assignments" / assignment_id / f"{assignment_id}.ipynb"]
-    for p in paths:
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+    return Assignment(Course(root), assignment_id).fingerprint(f"tier={tier}", f"lmcourse={__version__}")
 
 
 def submission_key(path: Path, fingerprint: str) -> str:

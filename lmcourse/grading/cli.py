@@ -9,11 +9,12 @@ from pathlib import Path
 
 def _known(root: Path, assignment_id: str) -> None:
     from lmcourse.cli import CommandError
-    from lmcourse.grading.assign import assignment_ids
+    from lmcourse.course import Course, UnknownAssignment
 
-    known = assignment_ids(root)
-    if assignment_id not in known:
-        raise CommandError(f"no assignment '{assignment_id}' in {root / 'solutions'}; known: {', '.join(known) or 'none'}")
+    try:
+        Course(root).assignment(assignment_id)
+    except UnknownAssignment as err:
+        raise CommandError(str(err)) from None
 
 
 def grade(root: Path, args: argparse.Namespace) -> int:

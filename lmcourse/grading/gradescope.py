@@ -269,6 +269,7 @@ def scripts(assignment_id: str) -> dict[str, str]:
 
 def build(root: Path, assignment_id: str, out: Path) -> Path:
     """Write the autograder zip for ``assignment_id`` to ``out``."""
+    from lmcourse.course import Assignment, Course
     from lmcourse.grading import notebook as nbmod
     from lmcourse.grading.runner import checks_dir
 
@@ -285,8 +286,9 @@ def build(root: Path, assignment_id: str, out: Path) -> Path:
         _write(z, "requirements.txt", requirements(root))
         _write(z, "pyproject.toml", package_pyproject(root))
         _add_tree(z, package, "src/lmcourse")
-        _add_tree(z, root / "solutions" / assignment_id, f"course/solutions/{assignment_id}")
-        _add_tree(z, root / "assignments" / assignment_id, f"course/assignments/{assignment_id}")
+        assignment = Assignment(Course(root), assignment_id)
+        _add_tree(z, assignment.source_path.parent, f"course/solutions/{assignment_id}")
+        _add_tree(z, assignment.release_path.parent, f"course/assignments/{assignment_id}")
         _add_tree(z, folder, f"course/autograder/{assignment_id}")
     os.replace(tmp, out)
     return out

@@ -846,14 +846,14 @@ def part_titles(release) -> dict[str, str]:
 
 
 def load_release(root: Path, assignment_id: str) -> Node:
-    path = Path(root) / "assignments" / assignment_id / f"{assignment_id}.ipynb"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; run `lmcourse assign {assignment_id}` first")
-    return parse_notebook(path.read_text(encoding="utf-8"), str(path))
+    """The student release of `assignment_id` (see `lmcourse.course.Assignment.load_release`)."""
+    from lmcourse.course import Assignment, Course
+
+    return Assignment(Course(root), assignment_id).load_release()
 
 
 def load_source(root: Path, assignment_id: str) -> Node:
-    path = Path(root) / "solutions" / assignment_id / f"{assignment_id}.ipynb"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: no such assignment '{assignment_id}'")
-    return parse_notebook(path.read_text(encoding="utf-8"), str(path))
+    """The instructor's source notebook of `assignment_id` (see `lmcourse.course.Assignment.load_source`)."""
+    from lmcourse.course import Assignment, Course
+
+    return Assignment(Course(root), assignment_id).load_source()

@@ -16,7 +16,6 @@ it (about one submission's grading time, twice).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import subprocess
@@ -38,7 +37,8 @@ def cache_key(root: Path, assignment_id: str, tier: str) -> str:
     from lmcourse.grading.sandbox import isolation_available
 
     h = hashlib.sha256(grader_fingerprint(root, assignment_id, tier).encode())
-    for path in sorted((Path(__file__).resolve().parent).glob("*.py")):
+    here = Path(__file__).resolve().parent
+    for path in [*sorted(here.glob("*.py")), here.parent / "course.py"]:  # the grader and the course layout
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     # Not the host name: Gradescope builds the image on one host and grades on others; the
     # interpreter, its packages (via the code hash above), the isolation and the tier decide.

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import importlib.util
 import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
+from lmcourse.course import Assignment, Course
 from lmcourse.grading import bounded, rules
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
@@ -40,34 +38,9 @@ class GraderError(Exception):
     """The grader itself is misconfigured (missing checks, broken check file): not the student's fault."""
 
 
-_REFERENCES: dict[tuple[str, str, str], ModuleType] = {}
-# mkdtemp makes it mode 0700: the worker's uid cannot read the reference solution written here.
-_REF_DIR = tempfile.TemporaryDirectory(prefix="lmcourse-reference-")
-
-
 def reference_module(root: Path, assignment_id: str) -> ModuleType:
-    """Import the reference module (the solution's extraction) in this trusted process, once."""
-    source = nbmod.extract_reference(nbmod.load_source(root, assignment_id))
-    key = (str(Path(root).resolve()), assignment_id, hashlib.sha256(source.encode()).hexdigest())
-    if key not in _REFERENCES:
-        name = "lmcourse_reference_" + re.sub(r"\W", "_", assignment_id) + "_" + key[2][:8]
-        path = Path(_REF_DIR.name) / f"{name}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling-free introspection look modules up here
-        previous = sys.dont_write_bytecode
-        sys.dont_write_bytecode = True
-        try:
-            spec.loader.exec_module(module)
-        except Exception as err:
-            del sys.modules[name]
-            raise GraderError(f"the reference solution of {assignment_id} does not import: "
-                              f"{type(err).__name__}: {err}") from err
-        finally:
-            sys.dont_write_bytecode = previous
-        _REFERENCES[key] = module
-    return _REFERENCES[key]
+    """The reference module of `assignment_id` (see `lmcourse.course.Assignment.reference_module`)."""
+    return Assignment(Course(root), assignment_id).reference_module()
 
 
 def resolve_tier(tier: str | None) -> str:
@@ -90,21 +63,25 @@ def resolve_tier(tier: str | None) -> str:
 
 
 def checks_dir(root: Path, assignment_id: str) -> Path:
-    path = Path(root) / "autograder" / assignment_id
-    if not path.is_dir() or not any(path.glob("test_*.py")):
-        raise GraderError(f"no checks in {path} (expected autograder/{assignment_id}/test_*.py)")
-    return path
+    assignment = Assignment(Course(root), assignment_id)
+    if not assignment.check_files():
+        raise GraderError(f"no checks in {assignment.checks_dir} (expected autograder/{assignment_id}/test_*.py)")
+    return assignment.checks_dir
 
 
 def _limits(root: Path, assignment_id: str, overrides: dict | None):
     """The sandbox's default limits, with autograder/<id>/limits.json and ``overrides`` applied."""
     limits = sandbox_module().Limits()
-    extra = {}
-    path = Path(root) / "autograder" / assignment_id / "limits.json"
-    if path.exists():
-        extra.update(json.loads(path.read_text()))
+    extra = Assignment(Course(root), assignment_id).limits_overrides()
     extra.update(overrides or {})
     return dataclasses.replace(limits, **extra) if extra else limits
+
+
+def secret_dirs(root: Path) -> list[Path]:
+    """What the worker must not see: this course's checks and solutions, and those of the course this
+    package was installed from (grading another course with ``--course`` must not expose them)."""
+    own = Course.of_package()
+    return Course(root).secret_dirs() + (own.secret_dirs() if own is not None else [])
 
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
@@ -141,7 +118,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     try:
         # The work that grows with the submission runs in a child with a memory and time budget.
         extraction, upgraded_from = _from_json(bounded.run(_read_and_extract, Path(notebook), release,
-                                                           release_path(assignment_id),
+                                                           Assignment(Course(root), assignment_id).release_relpath,
                                                            what=Path(notebook).name))
     except nbmod.NotebookError as err:
         block_all = (err.status, err.message)
@@ -161,7 +138,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     try:
         if block_all is None:
             try:
-                secret = [root / "autograder", root / "solutions"]
+                secret = secret_dirs(root)
                 try:
                     worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
                                     secret_dirs=secret)
@@ -229,11 +206,6 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     return result
 
 
-def release_path(assignment_id: str) -> str:
-    """Where a student finds the released notebook, relative to the course folder."""
-    return f"assignments/{assignment_id}/{assignment_id}.ipynb"
-
-
 def _mostly_missing(problems, release) -> bool:
     """Half or more of the release's answer and given cells are missing: perhaps another assignment."""
     cells = [c for c in release.cells if nbmod.role(c) in ("solution", "locked")]
@@ -243,13 +215,11 @@ def _mostly_missing(problems, release) -> bool:
 
 def looks_like(root: Path, assignment_id: str, found_ids) -> str | None:
     """"this notebook looks like 02-word2vec's ..." when another assignment's cells match it better."""
-    from lmcourse.grading.assign import assignment_ids
-
     found = set(found_ids)
     if not found:
         return None
     best, best_share = None, 0.0
-    for other in assignment_ids(root):
+    for other in Course(root).assignment_ids():
         try:
             ids = {nbmod.grade_id(c) for c in nbmod.load_release(root, other).cells if nbmod.grade_id(c)}
         except (FileNotFoundError, nbmod.NotebookError):
@@ -260,7 +230,8 @@ def looks_like(root: Path, assignment_id: str, found_ids) -> str | None:
     if best is None or best == assignment_id or best_share < 0.5:
         return None
     return (f"this notebook looks like assignment {best} (its cells are there), not {assignment_id}: check it "
-            f"with `lmcourse check {best} NOTEBOOK`, or open {release_path(assignment_id)} for {assignment_id}")
+            f"with `lmcourse check {best} NOTEBOOK`, or open "
+            f"{Assignment(Course(root), assignment_id).release_relpath} for {assignment_id}")
 
 
 def _tidy_assertion(message: str) -> str:

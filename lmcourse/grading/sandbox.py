@@ -96,9 +96,6 @@ __all__ = ["Limits", "SandboxError", "StudentError", "Worker", "isolation_availa
 
 _HERE = Path(__file__).resolve().parent
 _PACKAGE_DIR = _HERE.parent                      # lmcourse/
-_PROJECT_ROOT = _PACKAGE_DIR.parent              # the course repo when installed editable
-# Paths the worker must never see, whatever gets bound into its view.
-_SECRET_DIRS = [p for p in (_PROJECT_ROOT / "autograder", _PROJECT_ROOT / "solutions") if p.exists()]
 _SANDBOX_BOOT = "/sandbox/boot"
 _SANDBOX_HOME = "/sandbox/home"
 _UID_RANGE = (200_000, 900_000)
@@ -287,7 +284,7 @@ def _plan(isolate: bool | None, *, force_no_bwrap: bool, allocate: bool = True, 
     layers = [f"uid {uid if allocate else 'N (fresh per worker)'}"]
     net = _netns_status()
     layers.append("private network" if net else "network NOT isolated (no network namespace allowed)")
-    exposed = [str(p) for p in (_SECRET_DIRS if secrets is None else secrets) if _reachable_by_others(p)]
+    exposed = [str(p) for p in (secrets or []) if _reachable_by_others(p)]
     files = (f"the course files are NOT hidden ({', '.join(exposed)} readable by any uid: chmod o-rwx them)"
              if exposed else "the course files are NOT hidden from view, but file permissions keep the "
              "hidden checks and solutions unreadable for that uid")
@@ -435,10 +432,9 @@ class Worker:
         if not isinstance(module_source, str):
             raise TypeError("module_source must be str")
         self.limits = limits
-        # Folders the worker must never see: the course being graded names its own (hidden checks,
-        # solutions), on top of those of the checkout this package runs from.
-        self._secrets = sorted({Path(os.path.realpath(p)) for p in [*_SECRET_DIRS, *secret_dirs]
-                                if Path(p).exists()})
+        # Folders the worker must never see, as the caller names them (the grader: the course's hidden
+        # checks and solutions, `lmcourse.course.Course.secret_dirs`); this module knows no layout.
+        self._secrets = sorted({Path(os.path.realpath(p)) for p in secret_dirs if Path(p).exists()})
         self._plan = _plan(isolate, force_no_bwrap=_force_no_bwrap, secrets=self._secrets)
         self._lock = threading.RLock()
         self._out = bytearray()

@@ -21,7 +21,9 @@ import nbformat  # noqa: E402  (after the line above, on purpose)
 
 def released_notebook(root: Path, assignment_id: str, dest_dir: Path) -> Path:
     """Copy the student version, unchanged, to ``dest_dir/<id>.ipynb``."""
-    src = Path(root) / "assignments" / assignment_id / f"{assignment_id}.ipynb"
+    from lmcourse.course import Assignment, Course
+
+    src = Assignment(Course(root), assignment_id).release_path
     dest = Path(dest_dir) / f"{assignment_id}.ipynb"
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
