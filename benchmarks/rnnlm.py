@@ -49,6 +49,7 @@ from pathlib import Path
 import torch
 
 from lmcourse.course import Course
+from lmcourse.grading import layers
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = [(32, 32, 32, 128), (64, 64, 64, 256), (16, 128, 64, 512)]  # (B, T, d_in, d_hidden)
@@ -56,8 +57,8 @@ STEPS = (100, 150, 200, 250, 300)
 
 
 def _load(name: str):
-    """A file of autograder/03-rnnlm/ as a module: the tier settings, the threshold and the
-    nn.LSTM adapter come from their one definition there."""
+    """A file of autograder/03-rnnlm/ as a module: the tier settings and the threshold come from
+    their one definition there."""
     path = ROOT / "autograder" / "03-rnnlm" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"rnnlm_checks_{name}", path)
     module = importlib.util.module_from_spec(spec)
@@ -70,9 +71,8 @@ def checks_module():
     return _load("test_training")
 
 
-CHECKS_CONFTEST = _load("conftest")
 # nn.LSTM behind the assignment's `LSTM` interface (states (B, d) in and out), as the checks use it
-FusedLSTM = CHECKS_CONFTEST.TorchLSTM
+FusedLSTM = layers.TorchLSTM
 
 
 def fwd_bwd_seconds(layer, x, repeats) -> list[float]:
@@ -92,7 +92,7 @@ def layer_table(ref, repeats: int) -> None:
         torch.manual_seed(0)
         fused = FusedLSTM(d_in, d)
         ours = ref.LSTM(d_in, d)
-        ours.load_state_dict({CHECKS_CONFTEST.as_ours(k): v for k, v in fused.state_dict().items()})
+        ours.load_state_dict({layers.as_ours(k): v for k, v in fused.state_dict().items()})
         x = torch.randn(B, T, d_in)
         with torch.no_grad():
             diff = (ours(x)[0] - fused(x)[0]).abs().max().item()

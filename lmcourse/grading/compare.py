@@ -1,0 +1,118 @@
+"""One comparison every model unit's checks need: a student's module against a trusted one, same weights.
+
+The trusted side runs `lmcourse.grading.probes.module_forward` in this
+process on a trusted module (a PyTorch layer behind the assignment's
+interface, see `lmcourse.grading.layers`, or the reference solution's
+class); the student's side runs the same probe in the worker on the
+student's class, with the same weights, inputs and output gradients. The
+outputs, the gradients of the inputs and the gradients of the parameters
+must agree, and a failure names the first one that does not::
+
+    from lmcourse.grading.compare import compare_modules, random_weights
+
+    w = random_weights(reference, "Attention", {"d": 8}, seed=1)
+    compare_modules(student, cls="Attention", trusted=reference, trusted_cls="Attention",
+                    init_kwargs={"d": 8}, weights=w, inputs=[x], what="Attention on x (2, 5, 8)")
+
+Checks import it (``autograder/<id>/``), and so do benchmarks and the
+project's tests: one definition.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from lmcourse.grading import probes
+from lmcourse.grading.checks import expect_close
+
+__all__ = ["compare_modules", "flat", "random_weights", "run_both"]
+
+
+def _same(name: str) -> str:
+    return name
+
+
+def flat(value) -> list:
+    """Arrays (or None) of a nested tuple/list structure, in order (the wire turns tuples into lists)."""
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(flat(v))
+        return out
+    return [value]
+
+
+def random_weights(trusted, cls: str, init_kwargs: dict, seed: int, scale: float = 1.0) -> dict:
+    """{name: float32 array}: a freshly initialised ``trusted.<cls>(**init_kwargs)``'s weights, times `scale`.
+
+    `scale` > 1 makes the nonlinearities matter (PyTorch's default
+    initialisation keeps many layers close to linear on small inputs).
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    module = getattr(trusted, cls)(**init_kwargs)
+    return {k: (scale * v).numpy().astype(np.float32) for k, v in module.state_dict().items()}
+
+
+def run_both(student, *, cls: str, trusted, trusted_cls: str, init_kwargs: dict, weights: dict, inputs: list,
+             rename: Callable[[str], str] = _same, grad: bool = True, seed: int = 0,
+             **probe_options) -> tuple[dict, dict]:
+    """(student's, trusted) `module_forward` results with the same weights, inputs and output gradients.
+
+    `weights` are in the trusted module's names; the student's module gets
+    them as ``rename(name)``. `probe_options` go to the student's probe only
+    (e.g. ``no_builtin_rnn=True``, an assignment's rule).
+    """
+    expected = probes.run_local("module_forward", trusted, cls=trusted_cls, init_kwargs=init_kwargs,
+                                state_dict=weights, inputs=inputs, grad=grad, seed=seed)
+    found = student.probe("module_forward", cls=cls, init_kwargs=init_kwargs,
+                          state_dict={rename(k): v for k, v in weights.items()}, inputs=inputs, grad=grad, seed=seed,
+                          **probe_options)
+    if not isinstance(found, dict) or not isinstance(found.get("outputs"), list):
+        raise AssertionError(f"{cls}: the grader could not read your module's outputs")
+    return found, expected
+
+
+def compare_modules(student, *, cls: str, trusted, trusted_cls: str, init_kwargs: dict, weights: dict,
+                    inputs: list, what: str, rename: Callable[[str], str] = _same, grad: bool = True,
+                    seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5, **probe_options) -> dict:
+    """Run the student's `cls` and ``trusted.<trusted_cls>`` with the same weights on the same inputs.
+
+    Fails (AssertionError) with a message naming the first output or gradient
+    that differs, in the student's parameter names; returns the student's
+    probe result. See `run_both` for `rename` and `probe_options`.
+    """
+    found, expected = run_both(student, cls=cls, trusted=trusted, trusted_cls=trusted_cls, init_kwargs=init_kwargs,
+                               weights=weights, inputs=inputs, rename=rename, grad=grad, seed=seed,
+                               **probe_options)
+    outs, ref_outs = found["outputs"], expected["outputs"]
+    if len(outs) != len(ref_outs):
+        raise AssertionError(f"{what}: expected {len(ref_outs)} output tensor(s) "
+                             f"(shapes {[tuple(o.shape) for o in ref_outs]}), found {len(outs)}")
+    for i, (o, r) in enumerate(zip(outs, ref_outs)):
+        expect_close(o, r, what=f"{what}: output tensor {i + 1} of {len(ref_outs)} (shape {tuple(r.shape)})",
+                     rtol=rtol, atol=atol)
+    if not grad:
+        return found
+    ins, ref_ins = flat(found["input_grads"]), flat(expected["input_grads"])
+    for i, r in enumerate(ref_ins):
+        if r is None:
+            continue
+        g = ins[i] if i < len(ins) else None
+        if g is None:
+            raise AssertionError(f"{what}: no gradient reached input {i + 1} (shape {tuple(r.shape)}); the "
+                                 "outputs must depend on it through torch operations")
+        expect_close(g, r, what=f"{what}: gradient with respect to input {i + 1} (shape {tuple(r.shape)})",
+                     rtol=rtol, atol=atol)
+    params = found["param_grads"]
+    for name, r in expected["param_grads"].items():
+        ours = rename(name)
+        g = params.get(ours)
+        if r is not None and g is None:
+            raise AssertionError(f"{what}: no gradient reached the parameter {ours}")
+        if r is not None:
+            expect_close(g, r, what=f"{what}: gradient of {ours} (shape {tuple(r.shape)})", rtol=rtol, atol=atol)
+    return found
