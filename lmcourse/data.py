@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
-import numpy as np
 
 if TYPE_CHECKING:  # torch is imported where batches are made: the rest of this
     import torch   # module (and every student worker that uses it) starts fast.
@@ -194,25 +193,6 @@ def _missing_message(corpus: Corpus, tried: list[str]) -> str:
         f"or point {MIRROR_ENV} at a folder that holds it.",
     ]
     return "\n".join(lines)
-
-
-def locate(name: str) -> tuple[Path, str] | None:
-    """Where `name` would be found without downloading, and from which source.
-
-    Returns ``(path, source)`` with source ``"cache"``, ``"mirror"`` or
-    ``"package"``, or None. Does not verify; :func:`fetch` does.
-    """
-    corpus = _corpus(name)
-    if corpus.package_path:
-        p = _package_file(corpus)
-        return (p, "package") if p.exists() else None
-    cached = cache_dir() / corpus.filename
-    if cached.exists():
-        return cached, "cache"
-    mirror = mirror_dir()
-    if mirror and (mirror / corpus.filename).exists():
-        return mirror / corpus.filename, "mirror"
-    return None
 
 
 def _corpus(name: str) -> Corpus:
@@ -470,8 +450,3 @@ def wordsim353() -> list[tuple[str, str, float]]:
 def simlex999() -> list[tuple[str, str, float]]:
     """SimLex-999: (word1, word2, mean human similarity on 0..10)."""
     return _similarity_pairs("simlex999")
-
-
-def encode_array(vocab: Vocab, tokens: Iterable[str]) -> np.ndarray:
-    """Encode tokens to a compact int64 NumPy array."""
-    return np.asarray(vocab.encode(tokens), dtype=np.int64)

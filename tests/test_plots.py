@@ -86,3 +86,10 @@ def test_importing_plots_keeps_the_notebook_backend():
             "import lmcourse.plots; print(matplotlib.get_backend())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "inline" in out.stdout
+
+
+def test_book_tables_show_tokens_as_text():
+    from lmcourse.display import markdown_table
+
+    table = markdown_table(["token", "count"], [["<EOS>", 3], ["a|b", 1]])
+    assert table.splitlines() == ["| token | count |", "|---|---|", "| &lt;EOS&gt; | 3 |", "| a\\|b | 1 |"]

@@ -373,9 +373,6 @@ def worker(config_path: str) -> int:
             if op == "has":
                 send(msg_id, "ok", bool(hasattr(module, payload["name"])))
                 continue
-            if op == "ping":
-                send(msg_id, "ok", None)
-                continue
             name = payload["name"]
             if op == "call":
                 if not hasattr(module, name):

@@ -99,12 +99,6 @@ class Extraction:
     # `readiness` of the module: stubs still missing or unimplemented (filled in by the runner)
     readiness: dict = field(default_factory=dict)
 
-    def cell_at(self, line: int) -> str | None:
-        for first, last, grade_id in self.line_map:
-            if first <= line <= last:
-                return grade_id
-        return None
-
 
 # ----------------------------------------------------------------------------- reading
 
