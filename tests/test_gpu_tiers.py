@@ -89,7 +89,7 @@ def test_solution_earns_full_marks_on_the_gpu_tier(aid, tmp_path, measured):
 def test_known_wrong_trainer_fails_the_gpu_tier(aid, variant, tmp_path, measured, check_names):
     name, threshold, variants = TIERS[aid]
     function, source, _ = variants[variant]
-    nb = submission_from_solution(ROOT, aid, tmp_path, replace={function: source.strip("\n")})
+    nb = submission_from_solution(ROOT, aid, tmp_path, replace={function: source})
     start = time.perf_counter()
     r = grade_notebook(ROOT, aid, nb, tier="gpu", exclude=_only_training(aid, check_names[aid]))
     seconds = time.perf_counter() - start

@@ -98,7 +98,7 @@ class UnitContract:
     @pytest.mark.slow
     def test_known_wrong_variant_is_caught(self, variant, tmp_path, solution_result):
         function, source, catchers = self.VARIANTS[variant]
-        nb = submission_from_solution(ROOT, self.AID, tmp_path, replace={function: source.strip("\n")})
+        nb = submission_from_solution(ROOT, self.AID, tmp_path, replace={function: source})
         left_out = set(self.EXPENSIVE) - set(catchers)
         r = grade_notebook(ROOT, self.AID, nb, tier="cpu", exclude=left_out)
         scores = scores_by_name(r)

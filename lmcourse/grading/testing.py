@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from lmcourse.grading import notebook as nbmod
@@ -30,6 +31,43 @@ def released_notebook(root: Path, assignment_id: str, dest_dir: Path) -> Path:
     return dest
 
 
+@dataclass(frozen=True)
+class Edit:
+    """A known-wrong variant as a small change to the solution: ``old`` becomes ``new``.
+
+    ``old`` must occur exactly once in the solution's definition of the
+    function or class it is applied to, or `submission_from_solution` raises:
+    a variant written as an edit cannot silently drift from the solution it
+    breaks (a whole copied function can). ``why`` says what the bug is.
+    """
+
+    old: str
+    new: str
+    why: str = ""
+
+
+def definition_source(code: str, name: str) -> str | None:
+    """The source of the top-level def/class ``name`` in ``code`` (decorators included); None if absent."""
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            return "\n".join(lines[first:node.end_lineno])
+    return None
+
+
+def apply_edits(definition: str, edits, name: str) -> str:
+    """``definition`` with every `Edit` applied; ValueError when one's ``old`` is not there exactly once."""
+    for edit in edits:
+        count = definition.count(edit.old)
+        if count != 1:
+            raise ValueError(f"the variant's edit of {name} expects {edit.old!r} exactly once in the solution's "
+                             f"definition, found it {count} times: update the variant")
+        definition = definition.replace(edit.old, edit.new)
+    return definition
+
+
 def replace_definition(code: str, name: str, new: str) -> str | None:
     """``code`` with the top-level def/class ``name`` (decorators included) replaced by ``new``; None if absent."""
     tree = ast.parse(code)
@@ -46,7 +84,9 @@ def submission_from_solution(root: Path, assignment_id: str, dest_dir: Path,
     """Write ``dest_dir/<id>.ipynb``: the release with every answer cell holding the solution code.
 
     ``replace={"name": "def name(...):\\n    ..."}`` swaps that top-level
-    definition for the given one; a name defined in no answer cell is a KeyError.
+    definition for the given one; ``replace={"name": Edit(old, new)}`` (or a
+    list of edits) changes the solution's own definition instead. A name
+    defined in no answer cell is a KeyError.
     """
     root = Path(root)
     release = nbmod.load_release(root, assignment_id)
@@ -58,7 +98,14 @@ def submission_from_solution(root: Path, assignment_id: str, dest_dir: Path,
             continue
         code = nbmod.strip_markers(nbmod.cell_source(solution[gid]))
         for name in list(todo):
-            swapped = replace_definition(code, name, todo[name]) if cell.cell_type == "code" else None
+            change = todo[name]
+            if isinstance(change, Edit):
+                change = [change]
+            if cell.cell_type != "code" or definition_source(code, name) is None:
+                continue
+            if not isinstance(change, str):  # edits of the solution's own definition
+                change = apply_edits(definition_source(code, name), change, name)
+            swapped = replace_definition(code, name, change.strip("\n"))
             if swapped is not None:
                 code = swapped
                 del todo[name]
