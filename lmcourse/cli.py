@@ -11,16 +11,14 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from lmcourse.errors import CommandError
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr and exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-
-class CommandError(Exception):
-    """An expected failure: printed as one line, exit status 1, no traceback."""
 
 
 def _repo_root() -> Path:
@@ -167,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as `python -m lmcourse.cli`, this file is __main__; the commands raise lmcourse.cli's own
-    # CommandError, so hand over to that module's main (one class, caught as such).
+    # Run as `python -m lmcourse.cli`, this file is __main__: hand over to the package's module, so
+    # that there is one copy of the command table (the commands' CommandError is lmcourse.errors').
     from lmcourse.cli import main as _main
 
     sys.exit(_main())

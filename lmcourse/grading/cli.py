@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _known(root: Path, assignment_id: str) -> None:
-    from lmcourse.cli import CommandError
+    from lmcourse.errors import CommandError
     from lmcourse.course import Course, UnknownAssignment
 
     try:
@@ -19,7 +19,7 @@ def _known(root: Path, assignment_id: str) -> None:
 
 def grade(root: Path, args: argparse.Namespace) -> int:
     """Grade a folder of submissions (see :mod:`lmcourse.grading.batch`)."""
-    from lmcourse.cli import CommandError
+    from lmcourse.errors import CommandError
     from lmcourse.grading import batch
     from lmcourse.grading.runner import GraderError, resolve_tier
 
@@ -43,7 +43,7 @@ def check(root: Path, args: argparse.Namespace) -> int:
     Exit 0 only when the notebook is ready to submit: nothing left to
     implement, no notebook problem, every visible check and test cell passes.
     """
-    from lmcourse.cli import CommandError
+    from lmcourse.errors import CommandError
     from lmcourse.grading.report import check_text, readiness
     from lmcourse.grading.runner import GraderError, grade as grade_one
 
