@@ -20,7 +20,7 @@ import pytest
 
 from lmcourse.grading import grade_notebook
 from lmcourse.grading import notebook as nbmod
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.grading.testing import Edit, released_notebook, submission_from_solution  # noqa: F401 (Edit: the type of variants)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ class UnitContract:
     STUDENT_FUNCTIONS: int  # how many `raise NotImplementedError()` stubs the release holds
     RELEASE_MUST_NOT_CONTAIN: tuple[str, ...] = ()  # tell-tale fragments of the solution
     # variant name -> (function replaced, wrong definition, names of the checks that must score 0)
-    VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    VARIANTS: dict[str, tuple[str, "str | Edit | list[Edit]", tuple[str, ...]]] = {}
     # checks too slow to run for every variant (a training run): left out of a variant's grade
     # unless the variant is meant to fail them; the solution and the release run everything
     EXPENSIVE: tuple[str, ...] = ()

@@ -8,7 +8,7 @@ fails them with probability about 1e-6 over the choice of implementation.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.stats import chi2, norm
 
 from lmcourse.grading.checks import check, expect_close, expect_shape
 
@@ -118,3 +118,17 @@ def test_draw_negatives(student, rng):
         raise AssertionError(f"{what}: the {n * k} draws do not follow the noise distribution (chi-square {stat:.1f}, "
                              f"p-value {p_value:.1e}); e.g. word {worst} came {observed[worst]} times, "
                              f"expected about {expected[worst]:.0f}")
+    # Jointly, not only marginally: every draw is independent of the others, so two draws (next to each
+    # other in a row, or in the same place of consecutive rows) are the same word with probability
+    # sum(p_i^2). One draw repeated along a row, or one row repeated, keeps the frequencies above.
+    same = float((noise ** 2).sum())
+    for label, a, b in (("the k draws of one pair", found[:, :-1], found[:, 1:]),
+                        ("the draws of consecutive pairs", found[:-1], found[1:])):
+        m = a.size
+        hits = int((a == b).sum())
+        z = (hits - m * same) / np.sqrt(m * same * (1 - same))
+        p_joint = float(2 * norm.sf(abs(z)))
+        if p_joint < P_THRESHOLD:
+            raise AssertionError(f"{what}: {label} are not independent: {hits} of {m} neighbouring draws are the "
+                                 f"same word, expected about {m * same:.0f} for independent draws (p-value "
+                                 f"{p_joint:.1e}). Draw all n x k ids independently, from one generator")
