@@ -30,6 +30,7 @@ from types import ModuleType
 
 from lmcourse.course import Assignment, Course
 from lmcourse.grading import bounded, rules
+from lmcourse.grading.kinds import STATUS_KINDS, STUDENT_KINDS
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
 
@@ -297,7 +298,6 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
     return out
 
 
-STUDENT_KINDS = ("missing", "exception", "timeout", "crashed", "refused-output", "import-error", "output-too-large")
 
 
 def _read_and_extract(path: Path, release, release_path: str | None = None) -> dict:
@@ -361,14 +361,6 @@ def _skipped_name_hint(message: str, extraction) -> str:
             f"need inside the answer cell or the function, or pass it in as an argument.)")
 
 
-STATUS_WORDS = {
-    "missing": "a function the checks need is not defined",
-    "refused-output": "your code returned a value of a type the grader does not accept",
-    "import-error": "your code raised an error or did not run when it was loaded",
-    "timeout": "your code ran past its time limit",
-    "crashed": "the process running your code stopped unexpectedly",
-    "output-too-large": "your code printed more output than allowed",
-}
 
 
 def _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured, seconds, filename):
@@ -400,7 +392,7 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     else:
-        kinds = [t["kind"] for t in tests if t["kind"] in STATUS_WORDS]
+        kinds = [t["kind"] for t in tests if t["kind"] in STATUS_KINDS]
         if kinds:
             status = max(set(kinds), key=kinds.count)
             first = next(t for t in tests if t["kind"] == status)
@@ -408,7 +400,7 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
             # the student's code made of the hidden inputs) waits for publication like the check.
             detail = first["output"] if first["visibility"] == "visible" else \
                 f"in the check '{first['name']}' (its message is shown when grades are released)"
-            message = f"{STATUS_WORDS[status]}: {detail}"
+            message = f"{STUDENT_KINDS[status]}: {detail}"
         else:
             status, message = "ok", "graded"
     message = " ".join(str(message).split())  # one line

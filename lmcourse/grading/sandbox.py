@@ -91,6 +91,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import wire
+from .kinds import STUDENT_KINDS
 
 __all__ = ["Limits", "SandboxError", "StudentError", "Worker", "isolation_available"]
 
@@ -102,7 +103,7 @@ _UID_RANGE = (200_000, 900_000)
 
 _SECCOMP_SUPPORTED = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
 
-KINDS = ("missing", "exception", "timeout", "crashed", "refused-output", "import-error", "output-too-large")
+KINDS = tuple(STUDENT_KINDS)  # what `StudentError.kind` can be (lmcourse.grading.kinds)
 
 
 class StudentError(Exception):
