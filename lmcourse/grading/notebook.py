@@ -729,8 +729,10 @@ def check_and_extract(student_nb, release_nb, release_path: str | None = None) -
             continue
         if label[i] is not None and roles[label[i]][0] == "locked":
             continue  # a given cell: its names are in the module (from the release)
-        if is_demo(cell) or (i in consumed and label[i] is None):
+        if is_demo(cell):
             what = "a demo cell (demo cells are not run when your notebook is checked or graded)"
+        elif i in consumed and label[i] is None:  # a demo or test cell of the release, found by its content
+            what = "a demo or test cell (neither is part of your code when your notebook is checked or graded)"
         elif label[i] is not None and roles[label[i]][0] == "test":
             what = f"the test cell '{label[i]}' (test cells are not part of your code)"
         else:

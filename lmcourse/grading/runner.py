@@ -298,8 +298,6 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
     return out
 
 
-
-
 def _read_and_extract(path: Path, release, release_path: str | None = None) -> dict:
     """Read the submission and line it up with the release (runs in `bounded`'s child)."""
     nb = nbmod.read_notebook(path)
@@ -359,8 +357,6 @@ def _skipped_name_hint(message: str, extraction) -> str:
     name = m.group(1)
     return (f"('{name}' is defined only in {names[name]}. Your answer cells must not use it: define what you "
             f"need inside the answer cell or the function, or pass it in as an argument.)")
-
-
 
 
 def _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured, seconds, filename):
