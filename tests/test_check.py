@@ -291,7 +291,7 @@ def test_a_looping_function_times_its_test_cells_out_and_the_check_goes_on(tmp_p
                           limits={"call_timeout": 3})
     cells = {c["cell"]: c for c in result["test_cells"]}
     assert cells["test_perplexity"]["error"]["type"] == "timeout"
-    assert "the test cell 'test_perplexity' did not finish in time" in cells["test_perplexity"]["error"]["message"]
+    assert "`test_perplexity` did not finish in time" in cells["test_perplexity"]["error"]["message"]
     assert cells["test_greedy"]["passed"] and cells["test_sampling"]["passed"]  # the cells after it still ran
     assert "run_test_cell" not in check_text(result, nb)  # the grader's own names stay out of sight
 
@@ -300,10 +300,6 @@ def test_a_variant_written_as_an_edit_applies_and_cannot_drift(tmp_path):
     from lmcourse.grading.testing import Edit
 
     edit = Edit("return x, y", "return x, x.clone()", why="targets not shifted")
-    solution = nbmod.strip_markers(next(nbmod.cell_source(c) for c in nbmod.load_source(ROOT, "03-rnnlm").cells
-                                        if nbmod.grade_id(c) == "batchify"))
-    if "return x, y" not in solution:
-        pytest.skip("the solution's batchify no longer ends in `return x, y`")
     nb = submission_from_solution(ROOT, "03-rnnlm", tmp_path, replace={"batchify": edit})
     code = "".join(nbmod.cell_source(c) for c in nbformat.read(nb, 4).cells if nbmod.grade_id(c) == "batchify")
     assert "return x, x.clone()" in code and "return x, y" not in code

@@ -33,6 +33,7 @@ from lmcourse.grading import bounded, rules
 from lmcourse.grading.kinds import STATUS_KINDS, STUDENT_KINDS
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
+from lmcourse.grading.report import readiness, todo_text
 
 
 class GraderError(Exception):
@@ -199,8 +200,6 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     result["hidden_points"] = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
     if cell_results is not None:
         result["test_cells"] = cell_results
-    from lmcourse.grading.report import readiness, todo_text
-
     todo = readiness(result)["todo"]
     if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`
         result["output"] += f" Not written yet: {todo_text(todo)}."
@@ -271,11 +270,12 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
             reply = worker.probe("run_test_cell", source=nbmod.comment_magics(nbmod.cell_source(cell)), cell=gid,
                                  timeout=min(TEST_CELL_SECONDS, worker.limits.call_timeout))
         except StudentError as err:
-            message = clean_text(err.message).replace("`run_test_cell`", f"the test cell '{gid}'")
-            entry["error"] = {"type": err.kind, "message": _name_cell(message, extraction),
+            entry["error"] = {"type": err.kind, "message": _name_cell(clean_text(err.message), extraction),
                               "line": None, "statement": "", "traceback": ""}
             out.append(entry)
             continue
+        except getattr(sandbox_module(), "SandboxError", ()) as err:  # the probe's or the sandbox's failure
+            raise GraderError(f"running the test cell '{gid}' failed in the grader: {err}") from err
         # The student's process answered: only shapes we expect, as text, capped.
         reply = reply if isinstance(reply, dict) else {}
         entry["passed"] = reply.get("passed") is True

@@ -132,11 +132,12 @@ class StudentError(Exception):
 
 
 def _probe_label(probe_name: str, kwargs: dict) -> str:
-    """What a student recognises in a message about a probe: the class, method or function it runs."""
-    cls, method, fn = (kwargs.get(k) for k in ("cls", "method", "fn"))
+    """What a student recognises in a message about a probe: the class, method or function it runs
+    (or the notebook's test cell it runs, by its grade_id)."""
+    cls, method, fn, cell = (kwargs.get(k) for k in ("cls", "method", "fn", "cell"))
     if type(cls) is str and type(method) is str:
         return f"{cls}.{method}"
-    for name in (fn, cls):
+    for name in (fn, cls, cell):
         if type(name) is str and name:
             return name
     return probe_name
