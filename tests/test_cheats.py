@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 from lmcourse.grading import sandbox
-from lmcourse.grading.sandbox import Limits, StudentError, Worker, _bwrap_status
+from lmcourse.grading.sandbox import Limits, StudentError, Worker
+from lmcourse.grading.sandbox.plan import bwrap_status
 from procs import alive
 
-FULL = os.geteuid() == 0 and _bwrap_status()[0]
+FULL = os.geteuid() == 0 and bwrap_status()[0]
 needs_full = pytest.mark.skipif(not FULL, reason="needs root and a working bubblewrap (full isolation)")
-REPO = Path(sandbox.__file__).resolve().parents[2]
+REPO = Path(sandbox.__file__).resolve().parents[3]
 LIMITS = Limits(call_timeout=5, import_timeout=20, total_timeout=90, max_processes=32,
                 memory_bytes=2 << 30, max_restarts=3)
 

@@ -24,7 +24,8 @@ import pytest
 
 from lmcourse.cli import main as cli_main
 from lmcourse.grading import notebook as nbmod
-from lmcourse.grading import probes, runner, sandbox
+from lmcourse.grading import runner, sandbox
+from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.assign import assignment_ids
 from lmcourse.grading.report import check_text, readiness
 from lmcourse.grading.testing import released_notebook, submission_from_solution
@@ -176,7 +177,7 @@ def test_a_failing_test_cell_names_its_line_and_statement_without_solution_code(
 
 
 def test_check_runs_without_bubblewrap_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sandbox._CACHE, "bwrap", (False, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setitem(sandbox.plan._CACHE, "bwrap", (False, "bubblewrap (bwrap) is not installed"))
     nb = submission_from_solution(ROOT, "01-ngrams", tmp_path)
     rc = cli_main(["check", "01-ngrams", str(nb)])
     out = capsys.readouterr().out

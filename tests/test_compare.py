@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmcourse.grading import probes
+from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.compare import compare_modules, flat, random_weights
 from lmcourse.grading.layers import RECURRENT, as_ours
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
 AID = "00-fixture"
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-FULL = os.geteuid() == 0 and sandbox._bwrap_status()[0]
+FULL = os.geteuid() == 0 and sandbox.plan.bwrap_status()[0]
 
 
 def lmcourse(*args):
@@ -202,8 +202,10 @@ def test_hidden_inputs_do_not_leak_through_type_names_or_the_top_line(tmp_path):
 
 
 @pytest.mark.parametrize("cheat", [
-    "import sys\nsys.modules['lmc_probes'].BUILTIN_RNN = ()\n",
-    "import lmc_probes\n",
+    "import sys\nsys.modules['lmc_inside.probes'].BUILTIN_RNN = ()\n",
+    "import lmc_inside.probes\n",
+    "from lmc_inside import probes\n",
+    "guard = __import__('lmc_inside.probes')\n",
     "cell_class = getattr(nn, 'LSTM' + 'Cell')\n",
     "from torch.nn import LSTMCell as Cell\n",
     "kernel = torch._VF.lstm_cell\n",

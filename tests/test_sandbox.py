@@ -14,12 +14,14 @@ import pytest
 import sys
 from pathlib import Path
 
-from lmcourse.grading import probes, sandbox
-from lmcourse.grading.sandbox import Limits, SandboxError, StudentError, Worker, _bwrap_status
+from lmcourse.grading import sandbox
+from lmcourse.grading.sandbox.inside import probes
+from lmcourse.grading.sandbox import Limits, SandboxError, StudentError, Worker
+from lmcourse.grading.sandbox.plan import bwrap_status, reachable_by_others
 from procs import alive
 
 ROOT = os.geteuid() == 0
-FULL = ROOT and _bwrap_status()[0]
+FULL = ROOT and bwrap_status()[0]
 needs_full = pytest.mark.skipif(not FULL, reason="full isolation needs root and a working bubblewrap")
 FAST = Limits(call_timeout=10, import_timeout=20, total_timeout=120, cpu_seconds=30)
 
@@ -73,7 +75,7 @@ def test_student_errors_have_kinds_and_readable_messages(basic):
         basic.call("fail")
     assert e.value.kind == "exception" and "KeyError" in e.value.message and "no such word" in e.value.message
     assert "raise KeyError" in e.value.message          # the student's own line, not grader internals
-    assert "lmc_worker" not in e.value.message and "sandbox" not in e.value.message
+    assert "lmc_inside" not in e.value.message and "sandbox" not in e.value.message
     with pytest.raises(StudentError) as e:
         basic.call("nope")
     assert e.value.kind == "missing" and "`nope`" in e.value.message
@@ -428,8 +430,8 @@ def test_partial_mode_killing_the_supervisor_is_survivable():
 
 @pytest.mark.skipif(not ROOT, reason="needs root")
 def test_root_without_bubblewrap_drops_root_or_refuses():
-    reachable = sandbox._reachable_by_others(Path(sys.base_prefix)) and \
-        sandbox._reachable_by_others(Path(sys.prefix))
+    reachable = reachable_by_others(Path(sys.base_prefix)) and \
+        reachable_by_others(Path(sys.prefix))
     if not reachable:                                   # never student code as root by default
         with pytest.raises(SandboxError, match="refusing to run student code as root"):
             Worker(LIMITS_MODULE, limits=FAST, _force_no_bwrap=True)
@@ -475,7 +477,7 @@ def test_full_isolation_layers():
         assert v["caps"] == ["0000000000000000", "0000000000000000"] and v["nnp"] == "1"
         assert v["pid"] < 10 and len(v["visible_pids"]) <= 3    # own PID namespace
         assert v["cwd"] == "/sandbox/home"
-        repo = Path(sandbox.__file__).resolve().parents[2]
+        repo = Path(sandbox.__file__).resolve().parents[3]
         for hidden in ("autograder", "solutions", "tests", "Makefile"):
             assert w.call("exists", str(repo / hidden)) is False
         assert w.call("exists", sys.prefix) is True and w.call("exists", "/etc/shadow") is False
@@ -582,7 +584,7 @@ SYSCALLS = src('''
 
 @pytest.mark.parametrize("isolate", [None, False])
 def test_seccomp_refuses_namespaces_and_ptrace_but_not_processes(isolate):
-    if sandbox._SECCOMP_SUPPORTED is False:
+    if sandbox.worker._SECCOMP_SUPPORTED is False:
         pytest.skip("seccomp filter only on x86_64 Linux")
     with Worker(SYSCALLS, limits=FAST, isolate=isolate) as w:
         assert "seccomp filter" in w.isolation

@@ -28,7 +28,8 @@ from torch import nn
 
 import test_unit02_word2vec as u2
 import test_unit03_rnnlm as u3
-from lmcourse.grading import grade_notebook, probes, training
+from lmcourse.grading import grade_notebook, training
+from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lmcourse.grading import wire
-from lmcourse.grading.wire import RefusedValue, WireError, decode_frame, encode_frame, to_plain
+from lmcourse.grading.sandbox.inside import wire
+from lmcourse.grading.sandbox.inside.wire import RefusedValue, WireError, decode_frame, encode_frame, to_plain
 
 
 def roundtrip(value):

@@ -72,7 +72,7 @@ LANES = 16
 @check(points=2, cell="test_loss_and_clipping", name="lm_loss: mean cross-entropy over all B x T positions, and its gradient",
        visibility="visible")
 def test_lm_loss(student, reference, rng):
-    from lmcourse.grading import probes
+    from lmcourse.grading.sandbox.inside import probes
     for B, T, V in ((3, 5, 7), (1, 1, 4), (8, 2, 30)):
         logits = (3 * rng.normal(size=(B, T, V))).astype(np.float32)
         targets = rng.integers(0, V, size=(B, T))
@@ -87,7 +87,7 @@ def test_lm_loss(student, reference, rng):
 
 @check(points=2, cell="test_loss_and_clipping", name="clip_grad_norm: one global norm, every gradient scaled by the same factor, only above max_norm")
 def test_clip_grad_norm(student, reference, rng):
-    from lmcourse.grading import probes
+    from lmcourse.grading.sandbox.inside import probes
     big = [rng.normal(size=(4, 3)) * 10, None, rng.normal(size=(5,)) * 0.1, rng.normal(size=(2, 2, 2))]
     cases = [(big, 1.0, "one large and two small gradients and a parameter without one, max_norm=1"),
              (big, 5.0, "the same gradients, max_norm=5"),

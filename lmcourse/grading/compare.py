@@ -1,6 +1,6 @@
 """One comparison every model unit's checks need: a student's module against a trusted one, same weights.
 
-The trusted side runs `lmcourse.grading.probes.module_forward` in this
+The trusted side runs `lmcourse.grading.sandbox.inside.probes.module_forward` in this
 process on a trusted module (a PyTorch layer behind the assignment's
 interface, see `lmcourse.grading.layers`, or the reference solution's
 class); the student's side runs the same probe in the worker on the
@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from lmcourse.grading import probes
+from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.checks import expect_close
 
 __all__ = ["compare_modules", "flat", "random_weights", "run_both"]

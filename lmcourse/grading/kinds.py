@@ -4,9 +4,10 @@ The sandbox raises `StudentError` with one of these kinds; the runner locates
 their messages in the student's cells and words the submission's status with
 them. Anything else that goes wrong (a probe used wrongly, the sandbox not
 starting, a check that breaks) is the grader's: never a kind here, never a
-grade. The worker's own side of the protocol (``wrong-result``, which the
-sandbox reports as ``exception``, and ``probe-error``, which is the grader's)
-lives in ``_worker_main``.
+grade. The kinds the worker
+itself reports, including ``wrong-result`` (which the sandbox reports as
+``exception``) and ``probe-error`` (which is the grader's), are
+`lmcourse.grading.sandbox.inside.protocol.Kind`.
 """
 
 from __future__ import annotations

@@ -33,8 +33,10 @@ BUILTIN_RNN_LAYERS = frozenset({"RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GR
 # torch's recurrent kernels and the tables that hold them (torch._VF.lstm_cell, torch._C, torch.ops.aten...).
 TORCH_KERNELS = frozenset({"_VF", "_VariableFunctions", "_C", "aten", "rnn_tanh", "rnn_relu", "rnn_tanh_cell",
                            "rnn_relu_cell", "lstm_cell", "gru_cell", "quantized_lstm", "_thnn_fused_lstm_cell"})
-# The grader's own code inside the worker.
-GRADER_INTERNALS = frozenset({"lmc_probes", "lmc_worker", "lmc_wire", "without_builtin_rnn", "refusing_builtin_rnn",
+# The grader's own code inside the worker: the package the sandbox copies there (its name there is
+# `lmcourse.grading.sandbox.staging.INSIDE_NAME`; a test keeps the two equal) and what the guard is made of.
+INSIDE_PACKAGE = "lmc_inside"
+GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtin_rnn", "refusing_builtin_rnn",
                               "BUILTIN_RNN", "BuiltinRNNUsed", "PROBES"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
@@ -126,7 +128,8 @@ def scan(code: str) -> dict[str, list[int]]:
                 _record(found, f"{node.func.id}(..., {name.value!r})", node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
             text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
-            if len(text) < 200 and text.strip() in TORCH_KERNELS | GRADER_INTERNALS | DUNDERS:
+            if len(text) < 200 and (text.strip() in TORCH_KERNELS | GRADER_INTERNALS | DUNDERS
+                                    or text.strip().startswith(INSIDE_PACKAGE)):
                 _record(found, f"the string {text.strip()!r}", node)
     return found
 

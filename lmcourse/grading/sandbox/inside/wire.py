@@ -1,8 +1,8 @@
 """Wire format between the trusted grader and the sandboxed worker.
 
-This file is self-contained (standard library + NumPy only, no relative
-imports): the sandbox copies it next to the worker bootstrap, where the
-course package is not importable.
+Both sides use this module: the grader imports it from
+`lmcourse.grading.sandbox.inside`, and the worker from the copy of that
+package in its boot folder. Standard library and NumPy only.
 
 Plain data
 ----------

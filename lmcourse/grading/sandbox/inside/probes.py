@@ -8,7 +8,7 @@ worker to run a probe instead::
 
 and computes the reference with the very same function on the trusted side::
 
-    from lmcourse.grading import probes
+    from lmcourse.grading.sandbox.inside import probes
     ref = probes.run_local("module_forward", reference_module, cls="Attention", ...)
 
 Every probe takes the student module as its first argument, then keyword
@@ -18,8 +18,9 @@ in the student's process, so its result is exactly as trustworthy as the
 student's own return value: checks compare it against a reference computed on
 the trusted side, never against anything else the worker says.
 
-This file is self-contained (standard library, NumPy, torch imported lazily):
-the sandbox copies it into the worker's private boot folder.
+This module belongs to the worker's package (`lmcourse.grading.sandbox.inside`):
+standard library, NumPy, torch imported lazily, and `protocol`. The sandbox
+copies the package into the worker's private boot folder.
 
 Errors: `Missing` when the module lacks the named class or function (the
 student sees "not defined"), `WrongResult` when the student's code ran but
@@ -42,11 +43,17 @@ from typing import Callable
 
 import numpy as np
 
+from .protocol import Missing as MissingReason
+
 PROBES: dict[str, Callable] = {}
 
 
 class Missing(LookupError):
-    """The student module does not define what the probe needs."""
+    """The student module does not define what the probe needs (`reason`: a `protocol.Missing`)."""
+
+    def __init__(self, name: str, reason: str = MissingReason.UNDEFINED) -> None:
+        super().__init__(f"{'not callable' if reason == MissingReason.NOT_CALLABLE else 'not defined'}: {name}")
+        self.name, self.reason = name, MissingReason(reason)
 
 
 class WrongResult(TypeError):
@@ -84,10 +91,10 @@ def _get(module, name: str, what: str = "class"):
     obj = module
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise Missing(f"not defined: {name}")
+            raise Missing(name)
         obj = getattr(obj, part)
     if not callable(obj):
-        raise Missing(f"not callable: {name}")
+        raise Missing(name, MissingReason.NOT_CALLABLE)
     return obj
 
 
@@ -234,10 +241,10 @@ def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwa
     if type(method) is not str or method.startswith("__"):
         raise ProbeUsageError("method must be a public method name")
     if not hasattr(obj, method):
-        raise Missing(f"not defined: {cls}.{method}")
+        raise Missing(f"{cls}.{method}")
     fn = getattr(obj, method)
     if not callable(fn):
-        raise Missing(f"not callable: {cls}.{method}")
+        raise Missing(f"{cls}.{method}", MissingReason.NOT_CALLABLE)
     args = list(args or ())
     kwargs = dict(kwargs or {})
     if tensors:

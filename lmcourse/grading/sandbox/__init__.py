@@ -1,0 +1,94 @@
+"""The isolated worker that runs untrusted student code: the grader's side of the boundary.
+
+Trusted side of the boundary described in ``shared/guides/architecture.md``::
+
+    with Worker(module_source, limits=Limits(call_timeout=10)) as w:
+        print(w.isolation)               # "full: ..." or "partial: ..."
+        if w.import_error:                # the module could not be imported
+            ...                           # every call raises it too
+        value = w.call("ngram_counts", corpus, 3)       # plain data back
+        out = w.probe("module_forward", cls="Attention", state_dict=sd, inputs=[x])
+
+Layers
+------
+* Always: a fresh process in its own session and process group, rlimits
+  (CPU seconds, address space or data size, processes, file size, open
+  files, no core files), a wall-clock timeout per call and per worker, a cap
+  on captured stdout/stderr, and a protocol on dedicated pipes (`inside.wire`:
+  JSON + ``.npy`` without pickle, every reply parsed as untrusted data, one
+  request at a time with a random request id).  On x86_64 Linux also a
+  seccomp filter installed before the student's module is imported: no new
+  namespaces (unshare/setns/clone flags), mounts, ptrace, keyrings, bpf,
+  perf events, userfaultfd or io_uring.
+* Root with a working bubblewrap (``bwrap``): a private PID namespace (killing
+  its init kills every process the student started, double-forked or not), a
+  private network namespace (only a loopback of its own), private IPC/UTS,
+  a fresh unprivileged uid per worker (all capabilities dropped, no new
+  privileges), and a filesystem view that holds only /usr, the Python
+  install, the venv, the public ``lmcourse`` package and the worker's own
+  folder: the course repository (hidden checks, solutions, grades, gradebook,
+  other submissions) is not there at all.
+* Root without a usable bubblewrap (e.g. an unprivileged container): a
+  supervisor that is the subreaper of the worker, a fresh uid, a private
+  network namespace when ``unshare(CLONE_NEWNET)`` is allowed; the course
+  files are *not* hidden from view (only file permissions protect them:
+  ``chmod o-rwx`` the hidden checks), and `isolation` says "partial" with the
+  reasons.  If the Python install cannot be read by another uid (e.g. under
+  /root), `Worker` raises `SandboxError` rather than run student code as root.
+* Not root (a student's laptop, ``lmcourse check``): supervisor (subreaper:
+  double-forked orphans come back to it and die with it) + process group +
+  rlimits + timeouts; `isolation` says "partial" and why.
+* ``isolate=False``: the partial layers only (as root: a fresh uid when the
+  Python install allows it, else root -- for the caller's own trusted tests).
+
+Import errors
+-------------
+``Worker(...)`` never raises for the student's faults.  It starts the process
+and waits for the module import; a syntax error, an exception, ``sys.exit``
+or ``os._exit`` at import, a crash or an import slower than
+``Limits.import_timeout`` is recorded in ``worker.import_error`` (a
+`StudentError` with kind ``"import-error"``), and every later `call` /
+`probe` raises that same error; `has` returns False.  ``Worker(...)`` raises
+`SandboxError` only for problems of the grader's own setup (e.g.
+``isolate=True`` where full isolation is impossible).
+
+Processes
+---------
+`close()` (also on timeout, crash or garbled reply) kills the PID namespace's
+init (full) or lets the supervisor kill every descendant (partial), kills the
+process group, then scans /proc for anything left (same PID namespace, the
+worker's uid, or the worker's environment marker) and SIGKILLs it until none
+is left; `leaked` lists survivors (a RuntimeWarning too; the tests require it
+empty) and `alive_pids()` shows the live ones.  If the grader itself dies,
+bubblewrap's ``--die-with-parent`` / the supervisor's closed control pipe
+take the worker down.
+
+Failures of a call
+------------------
+Every failure that is the student's raises `StudentError` whose `message` is
+meant for the student (no grader internals).  After a timeout, a crash or a
+garbled reply the process is killed (whole namespace / group, verified) and
+the *next* call starts a fresh one (module imported again), so one broken
+function does not cost the points of the others; at most
+``Limits.max_restarts`` restarts, and never past ``Limits.total_timeout``.
+
+Modules, top-down (none imports one above it)
+---------------------------------------------
+- `worker`:    `Worker`, one sandboxed process per submission: lifecycle and transport
+- `plan`:      what isolation this machine can give (host capabilities -> `Plan`)
+- `bwrap`:     bubblewrap's arguments: the filesystem view the worker gets
+- `staging`:   the worker's own folder: boot (the ``inside`` package, the student's module), home, tmp
+- `reaping`:   finding and killing every process a worker left behind
+- `messages`:  `StudentError` and the student's words for each worker failure
+- `limits`:    `Limits`
+- `inside/`:   everything that runs in the worker (protocol, wire, probes, confine, main)
+"""
+
+from __future__ import annotations
+
+from .limits import Limits
+from .messages import SandboxError, StudentError
+from .plan import isolation_available
+from .worker import Worker
+
+__all__ = ["Limits", "SandboxError", "StudentError", "Worker", "isolation_available"]

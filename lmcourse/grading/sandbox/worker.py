@@ -1,0 +1,575 @@
+"""`Worker`: one sandboxed process (restarted when needed) serving one submission.
+
+Its lifecycle: stage the folder (`staging`), start the process under the
+isolation `plan` chose (`bwrap` or the worker's own supervisor), wait for the
+worker to say it has booted (before that, any failure is the grader's:
+`SandboxError`), then for the import of the student's module; then one request
+at a time over the pipes, in `inside.wire` frames with a random request id,
+every reply parsed as untrusted data; on a timeout, a crash or a garbled reply,
+kill everything (`reaping`) and start afresh on the next call. See the
+package's docstring for the guarantees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from . import bwrap, messages, reaping, staging
+from .inside import probes, wire
+from .inside.protocol import SETUP_EXIT_CODES, Op, Tag
+from .limits import Limits
+from .messages import GarbledReply, SandboxError, StudentError
+from .plan import make_plan
+
+_SECCOMP_SUPPORTED = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
+
+
+class _Capture(threading.Thread):
+    """Drains the student's stdout/stderr pipe: keeps the first `cap` bytes, counts all."""
+
+    def __init__(self, fd: int, cap: int, sink: bytearray, lock: threading.Lock, counter: list) -> None:
+        super().__init__(daemon=True, name="lmcourse-sandbox-output")
+        self.fd, self.cap, self.sink, self.lock, self.counter = fd, cap, sink, lock, counter
+
+    def run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except OSError:
+                break
+            if not chunk:
+                break
+            with self.lock:
+                self.counter[0] += len(chunk)
+                room = self.cap - len(self.sink)
+                if room > 0:
+                    self.sink.extend(chunk[:room])
+
+
+
+def _grow_pipe(fd: int, size: int = 1 << 20) -> None:
+    """Bigger pipe buffers: fewer context switches per large array (Linux only, best effort)."""
+    try:
+        import fcntl
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
+    except (OSError, ImportError):
+        pass
+
+
+
+class Worker:
+    """One sandboxed process (restarted when needed) serving one submission.
+
+    module_source: the extracted student code, imported as module ``submission``.
+    limits: see `Limits`.
+    isolate: True (full isolation or `SandboxError`), False (partial layers only),
+             None (full when root and available, partial otherwise; see `isolation`).
+    extra_files: ``{relative name: bytes}`` written into the worker's own
+             working directory (data the student code may read).
+    """
+
+    def __init__(self, module_source: str, *, limits: Limits = Limits(), isolate: bool | None = None,
+                 extra_files: dict[str, bytes] | None = None, secret_dirs=(),
+                 _force_no_bwrap: bool = False) -> None:
+        if not isinstance(module_source, str):
+            raise TypeError("module_source must be str")
+        self.limits = limits
+        # Folders the worker must never see, as the caller names them (the grader: the course's hidden
+        # checks and solutions, `lmcourse.course.Course.secret_dirs`); this module knows no layout.
+        self._secrets = sorted({Path(os.path.realpath(p)) for p in secret_dirs if Path(p).exists()})
+        self._plan = make_plan(isolate, force_no_bwrap=_force_no_bwrap, secrets=self._secrets)
+        self._lock = threading.RLock()
+        self._out = bytearray()
+        self._out_lock = threading.Lock()
+        self._out_total = [0]
+        self._proc: subprocess.Popen | None = None
+        self._closed = False
+        self._starts = 0
+        self.import_error: StudentError | None = None
+        self.names: tuple[str, ...] = ()
+        self.leaked: list[int] = []        # pids that survived a kill (should stay empty)
+        self._seccomp = False
+        self._token = secrets.token_hex(16)
+        self._deadline = time.monotonic() + limits.total_timeout
+        self._dir = Path(tempfile.mkdtemp(prefix="lmcourse-sbx-"))
+        try:
+            staging.stage(self._dir, module_source, extra_files or {}, uid=self._plan.uid)
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # ----------------------------------------------------------------- public
+
+    @property
+    def isolation(self) -> str:
+        text = self._plan.description
+        if self._seccomp:
+            text += "; seccomp filter (no new namespaces, mounts, ptrace, keyrings, bpf, io_uring)"
+        return text
+
+    @property
+    def captured_output(self) -> str:
+        with self._out_lock:
+            text = bytes(self._out).decode("utf-8", errors="replace")
+            dropped = self._out_total[0] - len(self._out)
+        if dropped > 0:
+            text += f"\n[... {messages.fmt_bytes(dropped)} more output not shown]"
+        return text
+
+    @property
+    def workdir(self) -> Path:
+        """The worker's own folder on this machine (`staging`); removed by close()."""
+        return self._dir
+
+    def call(self, name: str, *args, timeout: float | None = None, **kwargs):
+        """Call the student's ``name(*args, **kwargs)``; plain data in, plain data out."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"not a function name: {name!r}")
+        return self._request(Op.CALL, name, {"name": name, "args": tuple(args), "kwargs": dict(kwargs)}, timeout)
+
+    def call_with(self, name: str, args: tuple | list = (), kwargs: dict | None = None, *,
+                  timeout: float | None = None):
+        """Like `call`, for keyword arguments that clash with ``timeout`` or ``name``."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"not a function name: {name!r}")
+        return self._request(Op.CALL, name, {"name": name, "args": tuple(args), "kwargs": dict(kwargs or {})},
+                             timeout)
+
+    def probe(self, probe_name: str, *, timeout: float | None = None, **kwargs):
+        """Run the trusted probe ``probes.<probe_name>(student_module, **kwargs)`` in the worker."""
+        if not isinstance(probe_name, str) or not probe_name.isidentifier():
+            raise ValueError(f"not a probe name: {probe_name!r}")
+        if probe_name not in probes.PROBES:
+            raise ValueError(f"unknown probe {probe_name!r}")
+        return self._request(Op.PROBE, messages.probe_label(probe_name, kwargs),
+                             {"name": probe_name, "args": (), "kwargs": dict(kwargs)}, timeout)
+
+    def has(self, name: str) -> bool:
+        """Whether the student module defines `name` (False after an import error)."""
+        if self.import_error is not None:
+            return False
+        try:
+            got = self._request(Op.HAS, name, {"name": str(name)}, None)
+        except StudentError:
+            return name in self.names
+        return got is True
+
+    def close(self) -> None:
+        """Kill every process of this worker (verified), then remove its folder. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._kill()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    # ----------------------------------------------------------------- start
+
+    def _rlimits(self) -> dict:
+        lim = self.limits
+        mem_kind = lim.memory_rlimit
+        if mem_kind == "auto":
+            mem_kind = "data" if self._gpu() else "as"
+        nproc = lim.max_processes
+        if self._plan.uid is None and os.geteuid() != 0:
+            # RLIMIT_NPROC counts every task of the uid: give a budget on top of what already runs.
+            nproc += reaping.count_tasks_of_uid(os.geteuid())
+        return {
+            "RLIMIT_CPU": [lim.cpu_seconds, lim.cpu_seconds + 5],
+            "RLIMIT_AS" if mem_kind == "as" else "RLIMIT_DATA": [lim.memory_bytes, lim.memory_bytes],
+            "RLIMIT_NPROC": [nproc, nproc],
+            "RLIMIT_FSIZE": [lim.file_size_bytes, lim.file_size_bytes],
+            "RLIMIT_NOFILE": [lim.open_files, lim.open_files],
+            "RLIMIT_CORE": [0, 0],
+        }
+
+    def _gpu(self) -> bool:
+        if self.limits.gpu is not None:
+            return self.limits.gpu
+        return os.path.exists("/dev/nvidiactl")
+
+    def _env(self, home: str, tmp: str) -> dict:
+        threads = self.limits.threads or min(4, os.cpu_count() or 1)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "USER": "student",
+            "LOGNAME": "student", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": f"{home}/.config/matplotlib", "XDG_CACHE_HOME": f"{home}/.cache",
+            "XDG_CONFIG_HOME": f"{home}/.config", "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+            "TORCHINDUCTOR_CACHE_DIR": f"{home}/.cache/torchinductor", "LMCOURSE_SANDBOX": "1",
+            "LMCOURSE_SANDBOX_TOKEN": self._token,
+        }
+        for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        return env
+
+    def _start(self) -> None:
+        if self._closed:
+            raise StudentError("crashed", "the grader already closed this submission's worker")
+        self._starts += 1
+        plan = self._plan
+        d = self._dir
+        hello_id = secrets.token_hex(16)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        for fd in (req_w, rep_w):
+            _grow_pipe(fd)
+        child_fds = [req_r, rep_w]
+        ctl_r = ctl_w = info_r = info_w = None
+        if plan.mode == "bwrap":
+            info_r, info_w = os.pipe()
+            child_fds.append(info_w)
+            home, tmp, boot = staging.SANDBOX_HOME, "/tmp", staging.SANDBOX_BOOT
+        else:
+            ctl_r, ctl_w = os.pipe()
+            child_fds.append(ctl_r)
+            home, tmp, boot = str(d / "home"), str(d / "tmp"), str(d / "boot")
+        boot_id = secrets.token_hex(16)
+        config = {
+            "request_fd": req_r, "reply_fd": rep_w, "control_fd": ctl_r, "home": home, "hello_id": hello_id,
+            "boot_id": boot_id,
+            "uid": plan.uid, "gid": plan.uid, "rlimits": self._rlimits(), "unshare_net": plan.unshare_net,
+            # where the grader's own lmcourse lives: the worker falls back to it when lmcourse is not
+            # installed in the interpreter (a checkout on PYTHONPATH, which the worker's -I ignores)
+            "package_parent": str(bwrap.PACKAGE_DIR.parent),
+        }
+        cfg_name = f"config-{self._starts}.json"
+        (d / "boot" / cfg_name).write_text(json.dumps(config))
+        os.chmod(d / "boot" / cfg_name, 0o644)
+        worker_py = staging.entry_point(boot)
+        if plan.mode == "bwrap":
+            cmd = bwrap.command(plan.bwrap, d, [sys.executable, "-I", worker_py, f"{boot}/{cfg_name}"],
+                                info_fd=info_w, gpu=self._gpu(), secrets=self._secrets)
+        else:
+            cmd = [sys.executable, "-I", worker_py, "--supervise", f"{boot}/{cfg_name}"]
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                    pass_fds=child_fds, start_new_session=True, env=self._env(home, tmp),
+                                    cwd=str(d / "home"), close_fds=True)
+        except OSError as exc:
+            for fd in (req_r, req_w, rep_r, rep_w, out_r, out_w, ctl_r, ctl_w, info_r, info_w):
+                if fd is not None:
+                    os.close(fd)
+            raise SandboxError(f"cannot start the worker: {exc}") from exc
+        for fd in child_fds + [out_w]:
+            os.close(fd)
+        self._proc = proc
+        self._req_w, self._rep_r, self._ctl_w = req_w, rep_r, ctl_w
+        os.set_blocking(req_w, False)
+        os.set_blocking(rep_r, False)
+        self._reader = wire.FrameReader(rep_r, caps=wire.Caps(max_array_bytes=self.limits.reply_bytes))
+        self._capture = _Capture(out_r, self.limits.output_bytes, self._out, self._out_lock, self._out_total)
+        self._capture_fd = out_r
+        self._capture.start()
+        self._ns = None
+        self._init_pid = None
+        start_deadline = min(time.monotonic() + self.limits.effective_import_timeout(), self._deadline)
+        if info_r is not None:
+            self._read_bwrap_info(info_r, start_deadline)
+        self._booted = False
+        try:
+            self._read_reply(boot_id, start_deadline, "boot")
+        except StudentError as exc:
+            # No student code has run yet: the sandbox itself failed to start.
+            self._drain_output()
+            tail = " ".join(self.captured_output.split())[-300:]
+            self._kill()
+            raise SandboxError(f"the worker process did not start ({exc.message}){': ' + tail if tail else ''}") \
+                from None
+        self._booted = True
+        out_before = self._out_total[0]
+        try:
+            tag, payload = self._read_reply(hello_id, start_deadline, "import")
+            self._drain_output()
+        except StudentError as exc:
+            if self._starts > 1 and time.monotonic() >= self._deadline - 0.05:
+                self._kill()
+                raise messages.budget_error("import", self.limits.total_timeout) from None
+            self.import_error = StudentError("import-error", f"Your code could not be imported: {exc.message}")
+            self._kill()
+            return
+        if self._out_total[0] - out_before > self.limits.flood_bytes:
+            self.import_error = StudentError(
+                "import-error", "Your code could not be imported: it printed more than "
+                f"{messages.fmt_bytes(self.limits.flood_bytes)} while being imported. Remove the prints at the top "
+                "level of your solution cells.")
+            self._kill()
+            return
+        if tag == Tag.ERROR:
+            self.import_error = self._error_from(payload, "import", importing=True)
+            self._kill()
+            return
+        names = payload.get("names") if type(payload) is dict else None
+        if type(names) is list and all(type(n) is str for n in names):
+            self.names = tuple(names)
+        # informational only (the worker says so): the filter is installed before student code runs
+        self._seccomp = type(payload) is dict and payload.get("seccomp") is True
+
+    def _drain_output(self, limit: float = 0.5) -> None:
+        """Wait (briefly) until the capture thread has read what is already in the output pipe.
+
+        The worker flushes its streams before it replies, so after a reply the
+        pipe holds all the output of the call; reading it first makes
+        `captured_output` and the flood check exact.
+        """
+        try:
+            import fcntl
+            import termios
+        except ImportError:
+            return
+        buf = bytearray(4)
+        end = time.monotonic() + limit
+        while time.monotonic() < end and self._capture.is_alive():
+            try:
+                fcntl.ioctl(self._capture_fd, termios.FIONREAD, buf)
+            except OSError:
+                return
+            if int.from_bytes(buf, sys.byteorder) == 0:
+                time.sleep(0.001)           # let a chunk just read reach the buffer
+                with self._out_lock:
+                    return
+            time.sleep(0.002)
+
+    def _read_bwrap_info(self, fd: int, deadline: float) -> None:
+        data = b""
+        try:
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], max(0.0, min(1.0, deadline - time.monotonic())))
+                if not r:
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+                if b"}" in data:
+                    break
+        finally:
+            os.close(fd)
+        try:
+            pid = int(json.loads(data.decode())["child-pid"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return   # bwrap failed before setting up: the hello will fail and say so
+        self._init_pid = pid
+        try:
+            self._ns = os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            self._ns = None
+
+    # ----------------------------------------------------------------- requests
+
+    def _request(self, op: str, name: str, payload: dict, timeout: float | None):
+        with self._lock:
+            if self.import_error is not None:
+                raise self.import_error
+            if self._closed:
+                raise StudentError("crashed", "the grader already closed this submission's worker", name=name)
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                raise messages.budget_error(name, self.limits.total_timeout)
+            if self._proc is None or self._proc.poll() is not None:
+                self._restart(name)
+                remaining = self._deadline - time.monotonic()
+            t = self.limits.call_timeout if timeout is None else float(timeout)
+            deadline = time.monotonic() + min(t, remaining)
+            msg_id = secrets.token_hex(16)
+            try:
+                frame = wire.encode_frame(msg_id, Op(op).value, payload)
+            except wire.RefusedValue as exc:
+                raise TypeError(f"the check passed a value that is not plain data: {exc.message} at {exc.where}")
+            out_before = self._out_total[0]
+            self._send(frame, deadline, name)
+            tag, value = self._read_reply(msg_id, deadline, name)
+            self._drain_output()
+            if self._out_total[0] - out_before > self.limits.flood_bytes:
+                raise messages.flood_error(name, self.limits.flood_bytes)
+            if tag == Tag.ERROR:
+                raise self._error_from(value, name)
+            if op == Op.HAS and type(value) is not bool:
+                self._kill()
+                raise StudentError("crashed", "The process running your code answered the grader with "
+                                   "something it did not ask for.", name=name)
+            return value
+
+    def _restart(self, name: str) -> None:
+        if self._starts > self.limits.max_restarts:
+            raise StudentError(
+                "crashed", f"The process running your code stopped {self._starts} times (timeouts or crashes), "
+                f"so `{name}` was not run. Fix the functions that time out or crash first.", name=name)
+        self._kill()
+        self._start()
+        if self.import_error is not None:
+            raise self.import_error
+
+    def _send(self, frame: bytes, deadline: float, name: str) -> None:
+        view = memoryview(frame)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill()
+                raise self._timeout_error(name)
+            _, w, _ = select.select([], [self._req_w], [], min(left, 1.0))
+            if not w:
+                continue
+            try:
+                n = os.write(self._req_w, view)
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise self._dead_error(name)
+            view = view[n:]
+
+    def _read_reply(self, msg_id: str, deadline: float, name: str):
+        skipped = 0
+        while True:
+            try:
+                got = self._reader.try_parse()
+            except wire.WireError:
+                self._kill()
+                raise messages.garbled_error(name)
+            if got is not None:
+                try:
+                    rid, tag, payload = wire.decode_body(*got, caps=self._reader.caps)
+                except wire.WireError:
+                    self._kill()
+                    raise messages.garbled_error(name)
+                if rid != msg_id:            # stale or forged: never accepted as this answer
+                    skipped += 1
+                    if skipped > 100:
+                        self._kill()
+                        raise messages.garbled_error(name)   # too many replies to other requests
+                    continue
+                try:
+                    tag = Tag(tag)
+                except ValueError:
+                    self._kill()
+                    raise messages.garbled_error(name) from None
+                return tag, payload
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill()
+                raise self._timeout_error(name)
+            r, _, _ = select.select([self._rep_r], [], [], min(left, 0.25))
+            if not r:
+                # The process we started is gone (e.g. the student killed the supervisor) while
+                # some descendant still holds the pipe open: no EOF will come, so don't wait for it.
+                if self._proc is not None and self._proc.poll() is not None:
+                    raise self._dead_error(name)
+                continue
+            try:
+                chunk = os.read(self._rep_r, 1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._dead_error(name)
+            self._reader.buffer.extend(chunk)
+
+    # ----------------------------------------------------------------- errors
+
+    def _timeout_error(self, name: str) -> StudentError:
+        return messages.timeout_error(name, self.limits, time.monotonic() >= self._deadline - 0.05)
+
+    def _dead_error(self, name: str) -> StudentError:
+        """The process is gone: why (its exit status), in the student's words, after killing the rest."""
+        proc = self._proc
+        rc = None
+        if proc is not None:
+            try:
+                rc = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                rc = None
+        self._kill()
+        if rc in SETUP_EXIT_CODES and not getattr(self, "_booted", False):
+            raise SandboxError(f"the sandbox could not set itself up (exit status {rc})")
+        return messages.dead_error(name, *messages.exit_reason(rc, self.limits.cpu_seconds))
+
+    def _error_from(self, payload, name: str, importing: bool = False) -> StudentError:
+        try:
+            return messages.from_error_reply(payload, name, self.limits, importing=importing)
+        except GarbledReply:
+            self._kill()
+            return messages.garbled_error(name)
+
+    # ----------------------------------------------------------------- killing
+
+    def _survivors(self) -> list[int]:
+        return reaping.survivors(uid=self._plan.uid, pid_namespace=self._ns, token=self._token,
+                                 supervised=self._plan.mode == "supervised")
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        if self._ctl_w is not None:          # supervisor: closing the channel makes it kill everything
+            try:
+                os.close(self._ctl_w)
+            except OSError:
+                pass
+            self._ctl_w = None
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._init_pid is not None:       # init of the PID namespace: the kernel kills the rest
+            try:
+                os.kill(self._init_pid, signal.SIGKILL)
+                proc.wait(timeout=2)         # bwrap reaps its init and exits by itself
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        survivors = reaping.kill_until_gone(self._survivors)
+        self.leaked = survivors
+        if survivors:
+            import warnings
+            warnings.warn(f"lmcourse sandbox: {len(survivors)} worker process(es) survived SIGKILL: {survivors}",
+                          RuntimeWarning, stacklevel=3)
+        for fd in (self._req_w, self._rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._capture.join(timeout=5)
+        if not self._capture.is_alive():
+            try:
+                os.close(self._capture_fd)
+            except OSError:
+                pass
+
+    def alive_pids(self) -> list[int]:
+        """Processes of this worker still alive (for tests and diagnostics)."""
+        return self._survivors()
