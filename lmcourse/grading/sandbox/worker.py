@@ -57,7 +57,6 @@ class _Capture(threading.Thread):
                     self.sink.extend(chunk[:room])
 
 
-
 def _grow_pipe(fd: int, size: int = 1 << 20) -> None:
     """Bigger pipe buffers: fewer context switches per large array (Linux only, best effort)."""
     try:
@@ -65,7 +64,6 @@ def _grow_pipe(fd: int, size: int = 1 << 20) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
     except (OSError, ImportError):
         pass
-
 
 
 class Worker:
@@ -100,6 +98,7 @@ class Worker:
         self.names: tuple[str, ...] = ()
         self.leaked: list[int] = []        # pids that survived a kill (should stay empty)
         self._seccomp = False
+        self._booted = False               # the worker said it is set up: a failure now is the student's
         self._token = secrets.token_hex(16)
         self._deadline = time.monotonic() + limits.total_timeout
         self._dir = Path(tempfile.mkdtemp(prefix="lmcourse-sbx-"))
@@ -506,7 +505,7 @@ class Worker:
             except subprocess.TimeoutExpired:
                 rc = None
         self._kill()
-        if rc in SETUP_EXIT_CODES and not getattr(self, "_booted", False):
+        if rc in SETUP_EXIT_CODES and not self._booted:
             raise SandboxError(f"the sandbox could not set itself up (exit status {rc})")
         return messages.dead_error(name, *messages.exit_reason(rc, self.limits.cpu_seconds))
 
