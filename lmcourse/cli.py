@@ -68,9 +68,9 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
-    from lmcourse.grading import assign
+    from lmcourse import release
 
-    return assign.main(_course_root(args), args.ids, check_only=args.check)
+    return release.main(_course_root(args), args.ids, check_only=args.check)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["Assignment", "Course", "UnknownAssignment"]
+__all__ = ["Assignment", "Course", "UnknownAssignment", "load_release", "load_source"]
 
 
 class UnknownAssignment(LookupError):
@@ -148,7 +148,7 @@ class Assignment:
         reference that fails to import is the course's fault: `GraderError`.
         """
         from lmcourse.grading import notebook as nbmod
-        from lmcourse.grading.runner import GraderError
+        from lmcourse.errors import GraderError
 
         source = nbmod.extract_reference(self.load_source())
         key = (str(self.course.root.resolve()), self.id, hashlib.sha256(source.encode()).hexdigest())
@@ -171,3 +171,13 @@ class Assignment:
                 sys.dont_write_bytecode = previous
             _REFERENCES[key] = module
         return _REFERENCES[key]
+
+
+def load_release(root: Path, assignment_id: str):
+    """The student release of `assignment_id` in the course at `root` (`Assignment.load_release`)."""
+    return Assignment(Course(root), assignment_id).load_release()
+
+
+def load_source(root: Path, assignment_id: str):
+    """The instructor's source notebook of `assignment_id` in the course at `root` (`Assignment.load_source`)."""
+    return Assignment(Course(root), assignment_id).load_source()

@@ -10,8 +10,9 @@ source before returning it:
 2. an offline mirror directory (``LMCOURSE_DATA_MIRROR``), copied into the cache;
 3. the file's canonical address, downloaded into the cache.
 
-Writes go to a temporary file that is renamed into place, so a run killed in
-the middle never leaves a half-written file under the final name. A cached file
+Writes go to a temporary file that is renamed into place
+(`lmcourse.files.atomic_file`), so a run killed in the middle never leaves a
+half-written file under the final name. A cached file
 that fails its checksum (truncated, edited, corrupted) is removed and fetched
 again: the course never trains on a file it cannot vouch for.
 
@@ -30,7 +31,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
+from lmcourse.files import atomic_file
 
 if TYPE_CHECKING:  # torch is imported where batches are made: the rest of this
     import torch   # module (and every student worker that uses it) starts fast.
@@ -147,27 +148,13 @@ def verify(path: Path, corpus: Corpus) -> str | None:
 
 
 def _atomic_copy(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(dest) as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out)
 
 
 def _download(url: str, dest: Path, timeout: float = 60.0) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            shutil.copyfileobj(resp, out)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(dest) as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+        shutil.copyfileobj(resp, out)
 
 
 def _package_file(corpus: Corpus) -> Path:

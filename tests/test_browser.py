@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 import urllib.error

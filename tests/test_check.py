@@ -22,16 +22,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lmcourse.course import Course, load_release, load_source
 from lmcourse.cli import main as cli_main
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading import runner, sandbox
 from lmcourse.grading.sandbox.inside import probes
-from lmcourse.grading.assign import assignment_ids
 from lmcourse.grading.report import check_text, readiness
 from lmcourse.grading.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
-UNITS = assignment_ids(ROOT)  # every unit, 4-7 included as they land
+UNITS = Course(ROOT).assignment_ids()  # every unit, 4-7 included as they land
 
 
 def check(aid: str, nb: Path) -> dict:
@@ -56,7 +56,7 @@ def filled(aid: str, tmp_path: Path, parts: int) -> Path:
 
 
 def answer_cells(aid: str) -> list[str]:
-    return [nbmod.grade_id(c) for c in nbmod.load_release(ROOT, aid).cells if nbmod.role(c) == "solution"]
+    return [nbmod.grade_id(c) for c in load_release(ROOT, aid).cells if nbmod.role(c) == "solution"]
 
 
 @pytest.mark.slow
@@ -70,7 +70,7 @@ def test_readiness_counts_down_to_ready(aid, tmp_path):
         text = check_text(result, "nb.ipynb")
         todo.append(len(r["todo"]))
         passing.append(r["cells"][0])
-        assert r["cells"][1] == len(nbmod.graded_cells(nbmod.load_release(ROOT, aid)))
+        assert r["cells"][1] == len(nbmod.graded_cells(load_release(ROOT, aid)))
         if parts < n:
             assert not r["ready"] and "not ready to submit yet" in text, text
             assert f"hidden checks worth {r['hidden_points']:g} points" in text
@@ -79,8 +79,8 @@ def test_readiness_counts_down_to_ready(aid, tmp_path):
             assert r["ready"] and "ready to submit" in text and not failing, text
     # every part done takes at least one function off the list, and no test cell passes less
     assert all(a > b for a, b in zip(todo, todo[1:])), todo
-    assert todo[0] == len(nbmod.readiness(nbmod.check_and_extract(*[nbmod.load_release(ROOT, aid)] * 2).source,
-                                          nbmod.load_release(ROOT, aid))["unimplemented"]) and todo[-1] == 0
+    assert todo[0] == len(nbmod.readiness(nbmod.check_and_extract(*[load_release(ROOT, aid)] * 2).source,
+                                          load_release(ROOT, aid))["unimplemented"]) and todo[-1] == 0
     assert passing[0] == 0 and all(a <= b for a, b in zip(passing, passing[1:])) and passing[-1] > passing[0]
 
 
@@ -102,14 +102,14 @@ def uncovered(release, visible_functions: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("aid", UNITS)
 def test_every_graded_function_has_visible_coverage(aid, tmp_path):
-    release = nbmod.load_release(ROOT, aid)
+    release = load_release(ROOT, aid)
     result = runner.grade(ROOT, aid, released_notebook(ROOT, aid, tmp_path), visible_only=True)
     visible = {t["function"] for t in result["tests"] if t["visibility"] == "visible" and t.get("function")}
     assert not uncovered(release, visible), f"{aid}: no visible check or test cell exercises {uncovered(release, visible)}"
 
 
 def test_the_coverage_test_fails_when_a_function_has_no_visible_check():
-    release = nbmod.load_release(ROOT, "02-word2vec")
+    release = load_release(ROOT, "02-word2vec")
     release.cells = [c for c in release.cells if nbmod.grade_id(c) != "test_analogy"]
     assert uncovered(release, set()) == ["analogy"]
 
@@ -170,7 +170,7 @@ def test_a_failing_test_cell_names_its_line_and_statement_without_solution_code(
     assert not readiness(result)["ready"]
     text = check_text(result, nb)
     assert "test cell 'test_similarity'" in text and "0x" not in text
-    solution = nbmod.strip_markers(next(nbmod.cell_source(c) for c in nbmod.load_source(ROOT, "02-word2vec").cells
+    solution = nbmod.strip_markers(next(nbmod.cell_source(c) for c in load_source(ROOT, "02-word2vec").cells
                                         if nbmod.grade_id(c) == "similarity"))
     body = [ln.strip() for ln in solution.splitlines() if ln.strip() and not ln.strip().startswith(("#", "def ", '"'))]
     assert not [ln for ln in body if len(ln) > 20 and ln in text]  # no line of the solution's code
@@ -215,7 +215,7 @@ def test_graded_feedback_lists_what_is_not_written_as_the_check_does(tmp_path):
 def test_every_assertion_of_a_visible_test_cell_says_what_is_wrong(aid):
     """A bare ``assert`` shows the student only "AssertionError": each one carries a message."""
     bare = []
-    for cell in nbmod.load_release(ROOT, aid).cells:
+    for cell in load_release(ROOT, aid).cells:
         if nbmod.role(cell) == "test":
             tree = ast.parse(nbmod.comment_magics(nbmod.cell_source(cell)))
             bare += [f"{nbmod.grade_id(cell)} line {n.lineno}" for n in ast.walk(tree)
@@ -237,7 +237,7 @@ def _run_cells_locally(aid: str, tmp_path: Path, replace: dict) -> list[str]:
     import types
 
     nb = submission_from_solution(ROOT, aid, tmp_path, replace=replace)
-    release = nbmod.load_release(ROOT, aid)
+    release = load_release(ROOT, aid)
     source = nbmod.check_and_extract(nbmod.read_notebook(nb), release).source
     module = types.ModuleType(f"variant_{aid.replace('-', '_')}")
     module.__file__ = str(tmp_path / "variant.py")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import hashlib
-import os
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +34,7 @@ def test_mirror_copy_lands_in_cache_and_is_verified(cache, mirror, monkeypatch):
     assert path == cache / "tinyshakespeare.txt"
     assert path.stat().st_size == 1_115_394
     assert hashlib.sha256(path.read_bytes()).hexdigest() == data.CORPORA["tinyshakespeare"].sha256
-    assert not list(cache.glob("*.part")), "no temporary file may be left behind"
+    assert not list(cache.glob("*.tmp")), "no temporary file may be left behind"
 
 
 def test_cache_hit_needs_no_mirror(cache, mirror, monkeypatch):
@@ -124,7 +123,7 @@ def test_download_of_wrong_bytes_is_discarded(cache, tmp_path, monkeypatch):
         with pytest.raises(DataError, match="sha256|bytes"):
             data.fetch("tinyshakespeare")
         assert not (cache / "tinyshakespeare.txt").exists()
-        assert not list(cache.glob("*.part"))
+        assert not list(cache.glob("*.tmp"))
     finally:
         server.shutdown()
 

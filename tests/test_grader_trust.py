@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from lmcourse.course import load_source
 from lmcourse.grading import batch, runner, sandbox
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.grading.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
@@ -221,7 +222,7 @@ def test_rule_scan_passes_every_reference_solution():
     from lmcourse.grading import notebook as nbmod, rules
 
     for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
-        ext = nbmod.extract_reference(nbmod.load_source(ROOT, path.parent.name))
+        ext = nbmod.extract_reference(load_source(ROOT, path.parent.name))
         assert rules.scan(ext) == {}, path.parent.name
 
 
@@ -282,8 +283,8 @@ def test_bind_sources_under_tmp_stay_visible(tmp_path, monkeypatch):
         (lib / "helper_under_tmp.py").write_text("VALUE = 42\n")
         os.chmod(lib, 0o755)
         os.chmod(lib / "helper_under_tmp.py", 0o644)
-        original = sandbox.Worker._bind_sources
-        monkeypatch.setattr(sandbox.Worker, "_bind_sources", lambda self: original(self) + [str(lib)])
+        original = sandbox.bwrap.bind_sources
+        monkeypatch.setattr(sandbox.bwrap, "bind_sources", lambda secrets: original(secrets) + [str(lib)])
         source = f"import sys\nsys.path.append({str(lib)!r})\nimport helper_under_tmp\ndef f():\n    return helper_under_tmp.VALUE\n"
         with sandbox.Worker(source, isolate=True) as w:
             assert w.import_error is None, w.import_error

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from lmcourse.grading.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +66,7 @@ def test_batch_writes_csv_results_feedback_and_gradebook(tmp_path):
     assert "is not valid JSON" in (out / "students" / "carol" / "feedback.html").read_text()
 
     # nbgrader's own API reads the grades back (what formgrader and `nbgrader export` use)
-    from lmcourse.grading.assign import tools_on_path
+    from lmcourse.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook
 
@@ -173,3 +171,23 @@ def test_a_crashing_grader_costs_only_its_submission(tmp_path):
     assert bob["status"] == "ok" and bob["max_score"] == 6 and len(bob["tests"]) == 6
     again = lmcourse("grade", AID, subs, "--out", out, "--course", course, "--no-progress", "--no-preflight")
     assert "graded 1, unchanged 1" in again.stdout, again.stdout  # the failed one is retried, not kept
+
+
+def test_a_runner_answers_its_result_on_the_pipe_and_writes_nothing(tmp_path):
+    """In a batch the runner only grades: the result comes back on its pipe, the batch writes every file."""
+    from lmcourse.grading import batch
+    from lmcourse.grading.result import Result
+
+    folder = tmp_path / "subs"
+    notebook = submission_from_solution(FIXTURE, AID, folder)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    runner = batch.Runner(FIXTURE, AID, "cpu")
+    try:
+        result = runner.grade(notebook, timeout=120)
+        broken = runner.grade(tmp_path / "no-such.ipynb", timeout=120)
+    finally:
+        runner.close()
+    assert isinstance(result, Result) and result.graded and result.score == result.max_score == 6
+    assert [t.name for t in result.tests] and result.extra_data is None
+    assert broken.graded and broken.score == 0  # a missing notebook is the submission's problem, not a crash
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -114,7 +114,7 @@ def test_cheaters_score_nothing_and_the_honest_score_is_exact(tmp_path):
         assert json.loads((out / "students" / student / "results.json").read_text())["score"] == 0
     assert fingerprint(FIXTURE) == before, "a cheater changed the course files"
 
-    from lmcourse.grading.assign import tools_on_path
+    from lmcourse.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmcourse.grading import assign  # first: it makes importing nbformat fast
+import lmcourse.release  # noqa: F401  (first: it makes importing nbformat fast)
+from lmcourse.course import Course, load_release, load_source
 from lmcourse.grading import notebook as nbmod
 import nbformat  # noqa: E402
 from nbgrader.utils import compute_checksum as nbgrader_checksum  # noqa: E402
@@ -24,13 +25,13 @@ AID = "00-fixture"
 def courses():
     """(course root, assignment id) for the fixture and every real unit present."""
     out = [(FIXTURE, AID)]
-    out += [(ROOT, aid) for aid in assign.assignment_ids(ROOT)]
+    out += [(ROOT, aid) for aid in Course(ROOT).assignment_ids()]
     return out
 
 
 @pytest.fixture(scope="module")
 def release():
-    return nbmod.load_release(FIXTURE, AID)
+    return load_release(FIXTURE, AID)
 
 
 def test_checksum_is_nbgraders(release):
@@ -129,7 +130,7 @@ def test_text_notebooks_are_read_like_the_notebook(tmp_path, release):
 
 
 def test_reference_is_the_solution():
-    src = nbmod.extract_reference(nbmod.load_source(FIXTURE, AID))
+    src = nbmod.extract_reference(load_source(FIXTURE, AID))
     assert "BEGIN SOLUTION" not in src and "counts[word] = counts.get(word, 0) + 1" in src
     ns = {}
     exec(compile(src, "ref", "exec"), ns)
@@ -166,7 +167,7 @@ def test_check_decorator_validates():
 
 def release_leaks(root, aid, release: str) -> list[str]:
     """Solution and hidden-check lines of `aid` that appear as code lines in `release`."""
-    source = nbmod.load_source(root, aid)
+    source = load_source(root, aid)
     text = json.loads(release)
     # whole lines of code cells: prose that mentions a formula is not a leak, a copied line is
     release_code = {line.strip() for c in text["cells"] if c["cell_type"] == "code"
@@ -208,7 +209,7 @@ def test_release_holds_no_solution_and_no_hidden_check(root, aid):
 def test_release_leak_check_catches_a_planted_line():
     root, aid = courses()[0]
     release = json.loads((root / "assignments" / aid / f"{aid}.ipynb").read_text())
-    source = nbmod.load_source(root, aid)
+    source = load_source(root, aid)
     inside_region = [cell_text.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0]
                      for cell_text in map(nbmod.cell_source, source.cells) if "### BEGIN SOLUTION" in cell_text]
     solution_line = next(line for region in inside_region for line in region.splitlines()
@@ -240,7 +241,7 @@ def test_assign_check_detects_stale_release_and_rewrites_it_identically(tmp_path
         "`lmcourse assign --course tests/fixtures/course`"
 
 
-@pytest.mark.skipif(not assign.assignment_ids(ROOT), reason="no real units yet")
+@pytest.mark.skipif(not Course(ROOT).assignment_ids(), reason="no real units yet")
 def test_course_assignments_are_in_sync():
     out = subprocess.run([sys.executable, "-m", "lmcourse.cli", "assign", "--check"], capture_output=True,
                          text=True, cwd=ROOT)

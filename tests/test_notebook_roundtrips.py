@@ -32,8 +32,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lmcourse.grading import assign  # noqa: F401  (first: it makes importing nbformat fast)
-from lmcourse.course import Course
+import lmcourse.release  # noqa: F401  (first: it makes importing nbformat fast)
+from lmcourse.course import Course, load_release
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading import runner
 from lmcourse.grading.testing import released_notebook, submission_from_solution
@@ -437,7 +437,7 @@ def write_shape(aid: str, names: list[str], seed: int, dest: Path, base: dict | 
 
 def extract(aid: str, path: Path) -> dict:
     """What the grader reads from ``path`` (runner._read_and_extract, here in this process)."""
-    return runner._read_and_extract(path, nbmod.load_release(ROOT, aid))
+    return runner._read_and_extract(path, load_release(ROOT, aid))
 
 
 class _TrailingBlanks(ast.NodeTransformer):

@@ -4,12 +4,13 @@ longer prints its pass line fails it. Once, on unit 1's notebook cut after its f
 
 from __future__ import annotations
 
+from lmcourse.course import load_source
 from lmcourse.grading import notebook as nbmod
 from unit_contract import PASS_LINE, ROOT, nbval_copy, run_nbval
 
 
 def test_nbval_fails_a_test_cell_that_prints_nothing(tmp_path):
-    nb = nbval_copy(nbmod.load_source(ROOT, "01-ngrams"))
+    nb = nbval_copy(load_source(ROOT, "01-ngrams"))
     first = next(i for i, c in enumerate(nb.cells) if "nbval-check-output" in c.metadata.get("tags", []))
     nb.cells = nb.cells[:first + 1]
     cell = nb.cells[first]

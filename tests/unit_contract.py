@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from lmcourse.course import load_release, load_source
 from lmcourse.grading import grade_notebook
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.testing import Edit, released_notebook, submission_from_solution  # noqa: F401 (Edit: the type of variants)
@@ -143,7 +144,7 @@ class UnitContract:
         return grade_notebook(ROOT, cls.AID, nb, tier="cpu")
 
     def test_release_has_no_solution(self):
-        release = nbmod.load_release(ROOT, self.AID)
+        release = load_release(ROOT, self.AID)
         code = "\n".join(nbmod.cell_source(c) for c in release.cells if c.cell_type == "code")
         assert "BEGIN SOLUTION" not in code
         for fragment in self.RELEASE_MUST_NOT_CONTAIN:
@@ -152,7 +153,7 @@ class UnitContract:
 
     @pytest.mark.slow
     def test_test_cells_points_match_checks(self, solution_result):
-        cells = nbmod.test_cells(nbmod.load_release(ROOT, self.AID))
+        cells = nbmod.test_cells(load_release(ROOT, self.AID))
         assert sum(cells.values()) == solution_result["max_score"] == self.MAX_SCORE
         per_cell: dict[str, float] = {}
         for t in solution_result["tests"]:
@@ -173,11 +174,11 @@ class UnitContract:
         and every visible test cell runs without an error, and each test cell prints its pass
         line (demo cells, which load corpora and train, are skipped). Run by nbval: see
         :func:`nbval_copy` for what is compared."""
-        nb = nbval_copy(nbmod.load_source(ROOT, self.AID))
+        nb = nbval_copy(load_source(ROOT, self.AID))
         code = [c for c in nb.cells if c.cell_type == "code"]
         checked = {f"Cell {i}": nbmod.grade_id(c) for i, c in enumerate(code)
                    if "nbval-check-output" in c.metadata.get("tags", [])}
-        assert list(checked.values()) == list(nbmod.test_cells(nbmod.load_release(ROOT, self.AID)))
+        assert list(checked.values()) == list(nbmod.test_cells(load_release(ROOT, self.AID)))
         run = run_nbval(nb, tmp_path, self.AID)
         assert run.returncode == 0, f"nbval failed on the solution notebook:\n{run.tail}"
         # every code cell ran and passed, demo cells aside; each test cell printed its own pass line

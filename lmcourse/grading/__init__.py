@@ -2,9 +2,11 @@
 
 Entry points:
 
-- :func:`grade_notebook` grades one notebook and returns a result dict in
-  Gradescope's ``results.json`` schema (plus ``status``, ``message``, ``cells``);
-- :mod:`lmcourse.grading.batch` grades a folder of submissions (``lmcourse grade``);
+- :func:`grade_notebook` grades one notebook and returns its
+  :class:`~lmcourse.grading.result.Result` (written as Gradescope's
+  ``results.json`` schema plus ``status``, ``message``, ``cells``);
+- :mod:`lmcourse.grading.batch` grades a folder of submissions (``lmcourse grade``),
+  recording them in nbgrader's gradebook with :mod:`lmcourse.grading.gradebook`;
 - :mod:`lmcourse.grading.checks` is what hidden checks are written with;
 - :mod:`lmcourse.grading.testing` builds honest and known-wrong submissions for tests.
 """
@@ -12,9 +14,13 @@ Entry points:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lmcourse.grading.result import Result
 
 
-def grade_notebook(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", **kwargs) -> dict:
+def grade_notebook(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", **kwargs) -> "Result":
     """Grade ``notebook`` for ``assignment_id`` of the course at ``root``; see :func:`runner.grade`."""
     from lmcourse.grading.runner import grade
 

@@ -4,20 +4,30 @@ Layout of ``--out``::
 
     grades.csv                     one row per student (written at the end, atomically); a
                                    submission the grader failed on has no score, only its status
-    students/<student>/results.json  Gradescope schema; written last, atomically: its presence
-                                   with a matching key means "graded, nothing to redo"
+    students/<student>/results.json  the `Result` (Gradescope schema plus lmcourse's keys); written
+                                   last, atomically: its presence with a matching key means
+                                   "graded, nothing to redo"
     students/<student>/feedback.html names, points, messages
 
 Student ids are file or folder names the students chose, so they live in a
 folder of their own (``students/``) and can never collide with the grader's
 own files (a student called ``grades.csv`` is just another student).
 
-Each submission is graded by ``python -m lmcourse.grading.runner`` in its own
-process: a submission that somehow takes the grader down takes only its own
-grade with it, ``--jobs N`` runs N at once, and a killed batch loses only the
-submissions in flight. A re-run skips a submission whose *key* (hash of the
-notebook bytes and of everything that decides a grade: checks, solution,
-release, grader code, tier) matches the one stored in its results.json.
+Each submission is graded by a ``python -m lmcourse.grading.runner --serve``
+process, never in the batch's own: a submission that somehow takes the grader
+down takes only its own grade with it (the runner is replaced), a runner that
+hangs is killed after `runner_timeout`, ``--jobs N`` grades N at once (a
+`concurrent.futures` thread pool, each thread driving one runner at a time),
+and a killed batch loses only the submissions in flight. A runner answers with
+the `Result` on its pipe and writes nothing; this process is the only writer
+of the files above (through `lmcourse.files.atomic_write`) and of the
+gradebook (`lmcourse.grading.gradebook`, recorded as each grade comes in). A
+``grader-error`` is never a grade: it gets no score in grades.csv, is not
+recorded in the gradebook, and is graded again on the next run.
+
+A re-run skips a submission whose *key* (hash of the notebook bytes and of
+everything that decides a grade: checks, solution, release, grader version,
+tier; `runner.grader_fingerprint`) matches the one stored in its results.json.
 """
 
 from __future__ import annotations
@@ -35,12 +45,16 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmcourse.grading import notebook as nbmod
-from lmcourse.grading.runner import failed_result, write_json_atomic
+from lmcourse.course import load_release
+from lmcourse.files import TMP_SUFFIX, atomic_write
+from lmcourse.grading.gradebook import Gradebook
+from lmcourse.grading.report import feedback_html
+from lmcourse.grading.result import Result, Status
+from lmcourse.grading.runner import _limits, grader_fingerprint
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 STUDENTS = "students"  # the folder of --out that holds one folder per student
@@ -54,8 +68,6 @@ def runner_timeout(root: Path, assignment_id: str) -> float:
     grader error: the worker's total budget (restarts included), one more
     import, and time for the trusted side (reference values, scoring).
     """
-    from lmcourse.grading.runner import _limits
-
     limits = _limits(root, assignment_id, None)
     return limits.total_timeout + limits.effective_import_timeout() + max(300.0, 0.5 * limits.total_timeout)
 
@@ -107,17 +119,6 @@ def find_submissions(folder: Path, assignment_id: str) -> tuple[list[Submission]
     return list(found.values()), skipped
 
 
-def grader_fingerprint(root: Path, assignment_id: str, tier: str) -> str:
-    """Hash of everything besides the notebook that decides a grade."""
-    from lmcourse import __version__
-
-    from lmcourse.course import Assignment, Course
-
-    # The grader's own version, not its code bytes: editing a docstring must not force
-    # re-grading a cohort; --force does that deliberately.
-    return Assignment(Course(root), assignment_id).fingerprint(f"tier={tier}", f"lmcourse={__version__}")
-
-
 def submission_key(path: Path, fingerprint: str) -> str:
     """Hash of the submission as it is (a link's target path, never the file it points to) and the grader."""
     path = Path(path)
@@ -137,11 +138,9 @@ def student_dir(out: Path, student: str) -> Path:
     return Path(out) / STUDENTS / student
 
 
-def stored_result(out: Path, student: str) -> dict | None:
-    try:
-        return json.loads((student_dir(out, student) / "results.json").read_text())
-    except (OSError, ValueError):
-        return None
+def stored_result(out: Path, student: str) -> Result | None:
+    """The result a previous run wrote for ``student``; None when there is none (or it is unreadable)."""
+    return Result.read(student_dir(out, student) / "results.json")
 
 
 RECYCLE_AFTER = 25  # submissions per runner process before a fresh one (bounds any slow leak)
@@ -151,6 +150,10 @@ def _runner_env() -> dict:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
+
+
+class RunnerFailure(Exception):
+    """The runner process failed (stopped, hung, answered nonsense): the grader's failure, not a grade."""
 
 
 class Runner:
@@ -167,23 +170,32 @@ class Runner:
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lmcourse.grading.runner", str(root), assignment_id, "--serve", "--tier", tier],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=_runner_env())
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, encoding="utf-8",
+            env=_runner_env())
         self.graded = 0
 
-    def grade(self, task: dict, timeout: float) -> str | None:
-        """Send one task; return None when it was answered, else why the runner failed."""
+    def grade(self, notebook: Path, timeout: float) -> Result:
+        """The runner's result for ``notebook``; `RunnerFailure` when the process did not give one."""
         try:
-            self.proc.stdin.write(json.dumps(task) + "\n")
+            self.proc.stdin.write(json.dumps({"notebook": str(notebook)}) + "\n")
             self.proc.stdin.flush()
         except OSError:
-            return f"the grader process stopped (status {self.proc.poll()}){self._tail()}"
+            raise RunnerFailure(f"the grader process stopped (status {self.proc.poll()}){self._tail()}") from None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
-            return f"the grader process did not finish within {timeout:.0f} s"
-        if not self.proc.stdout.readline():
-            return f"the grader process stopped (status {self.proc.wait()}){self._tail()}"
+            raise RunnerFailure(f"the grader process did not finish within {timeout:.0f} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RunnerFailure(f"the grader process stopped (status {self.proc.wait()}){self._tail()}")
         self.graded += 1
-        return None
+        try:
+            return Result.loads(line)
+        except ValueError as err:
+            raise RunnerFailure(f"the grader process answered with something that is not a result ({err})") from None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def _tail(self) -> str:
         self.log.seek(0, os.SEEK_END)
@@ -204,87 +216,152 @@ class Runner:
         self.log.close()
 
 
+class _Runners:
+    """The batch's runner processes: a job borrows one (started when first needed), grades, gives it back.
+
+    There are ``n`` places, one per thread of the pool, so a job never waits
+    for one. After any failure the runner is killed and the next job starts a
+    fresh one; after `RECYCLE_AFTER` submissions one is replaced too.
+    """
+
+    def __init__(self, root: Path, assignment_id: str, tier: str, n: int):
+        self.root, self.assignment_id, self.tier = root, assignment_id, tier
+        self.idle: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(n):
+            self.idle.put(None)  # a free place; its runner starts when first borrowed
+        self.busy: set[Runner] = set()
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def borrow(self) -> Runner:
+        runner = self.idle.get()
+        try:
+            if self.closed:
+                raise RunnerFailure("the batch stopped")
+            if runner is not None and runner.graded >= RECYCLE_AFTER:
+                runner.close()
+                runner = None
+            if runner is None:
+                runner = Runner(self.root, self.assignment_id, self.tier)
+        except BaseException:
+            if runner is not None:
+                runner.close(kill=True)
+            self.idle.put(None)
+            raise
+        with self.lock:
+            self.busy.add(runner)
+        return runner
+
+    def give_back(self, runner: Runner, healthy: bool) -> None:
+        with self.lock:
+            self.busy.discard(runner)
+            keep = healthy and not self.closed
+            self.idle.put(runner if keep else None)
+        if not keep:
+            runner.close(kill=True)
+
+    def close(self) -> None:
+        """Stop every runner: the idle ones cleanly, those still grading (an interrupted batch) by force."""
+        idle = []
+        with self.lock:
+            self.closed = True
+            busy = list(self.busy)
+            while True:
+                try:
+                    idle.append(self.idle.get_nowait())
+                except queue.Empty:
+                    break
+            for _ in idle:
+                self.idle.put(None)  # the places stay: a job that starts now is told the batch stopped
+        for runner in busy:
+            runner.proc.kill()  # its job sees the runner stop and gives it back
+        for runner in idle:
+            if runner is not None:
+                runner.close()
+
+
 def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, jobs: int):
-    """Yield (submission, result) as they finish, ``jobs`` runner processes at a time."""
-    tasks: queue.Queue = queue.Queue()
-    for item in todo:
-        tasks.put(item)
-    finished: queue.Queue = queue.Queue()
+    """Grade ``todo`` (``(submission, key)`` pairs), ``jobs`` at a time; yield (submission, result) as each ends.
 
-    def work() -> None:
-        runner = None
-        while True:
+    Each result is already written to ``out`` when it is yielded. Closing the
+    generator early (an interrupted batch) cancels what has not started and
+    kills the runners still grading; nothing of theirs is written.
+    """
+    if not todo:
+        return
+    timeout = runner_timeout(root, assignment_id)
+    n = max(1, min(jobs, len(todo)))
+    runners = _Runners(root, assignment_id, tier, n)
+    stopping = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="lmcourse-grade")
+    try:
+        futures = {pool.submit(_grade_one, runners, assignment_id, sub, key, out, timeout, stopping): sub
+                   for sub, key in todo}
+        for future in as_completed(futures):
+            sub = futures[future]
             try:
-                sub, key = tasks.get_nowait()
-            except queue.Empty:
-                break
-            try:
-                if runner is None or runner.graded >= RECYCLE_AFTER:
-                    if runner is not None:
-                        runner.close()
-                    runner = Runner(root, assignment_id, tier)
-                result = _grade_with(runner, root, assignment_id, sub, key, out)
-                if runner.proc.poll() is not None or result.get("status") == "grader-error":
-                    runner.close(kill=True)  # after any failure, a fresh runner for the next one
-                    runner = None
-                finished.put((sub, result))
-            except Exception as err:  # never leave the main loop waiting for a result
-                finished.put((sub, failed_result(assignment_id, "grader-error", f"{type(err).__name__}: {err}")))
-        if runner is not None:
-            runner.close()
-
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, min(jobs, len(todo))))]
-    for t in threads:
-        t.start()
-    for _ in todo:
-        yield finished.get()
-    for t in threads:
-        t.join()
+                result = future.result()
+            except Exception as err:  # a bug of ours, or the disk: never leave the batch without an answer
+                result = Result.failed(assignment_id, Status.GRADER_ERROR, f"{type(err).__name__}: {err}")
+            yield sub, result
+    finally:
+        stopping.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        runners.close()
+        pool.shutdown(wait=True)
 
 
-def _grade_with(runner: Runner, root: Path, assignment_id: str, sub: Submission, key: str, out: Path) -> dict:
-    dest = student_dir(out, sub.student)
-    dest.mkdir(parents=True, exist_ok=True)
-    for stale in dest.glob(".*.tmp"):  # left by a runner killed mid-write
-        stale.unlink(missing_ok=True)
-    results = dest / "results.json"
-    task = {"notebook": str(sub.path), "out": str(results), "feedback": str(dest / "feedback.html"),
-            "student": sub.student, "extra": {"student_id": sub.student, "key": key}}
-    failure = runner.grade(task, runner_timeout(root, assignment_id))
-    result = stored_result(out, sub.student)
-    if failure or result is None or result.get("extra_data", {}).get("key") != key:
-        result = failed_result(assignment_id, "grader-error", failure or "the grader wrote no result")
-        result["extra_data"] = {"student_id": sub.student, "key": None}  # None: re-graded on the next run
-        write_json_atomic(results, result)
+def _grade_one(runners: _Runners, assignment_id: str, sub: Submission, key: str, out: Path, timeout: float,
+               stopping: threading.Event) -> Result:
+    """One job of the pool: the runner grades ``sub``, this process writes its files."""
+    runner = runners.borrow()
+    healthy = False
+    try:
+        result = runner.grade(sub.path, timeout)
+        healthy = result.graded and runner.alive  # after any failure, a fresh runner for the next one
+    except RunnerFailure as err:
+        result = Result.failed(assignment_id, Status.GRADER_ERROR, str(err))
+    finally:
+        runners.give_back(runner, healthy)
+    if stopping.is_set():  # the batch was interrupted: what its runners said last is not trusted
+        raise RunnerFailure("the batch stopped")
+    # key None: a result that is not a grade is graded again on the next run
+    result.extra_data = {"student_id": sub.student, "key": key if result.graded else None}
+    write_student_files(out, sub.student, result)
     return result
 
 
-def test_columns(results: list[dict]) -> list[str]:
+def write_student_files(out: Path, student: str, result: Result) -> None:
+    """feedback.html, then results.json (last: its presence marks the submission as graded), atomically."""
+    dest = student_dir(out, student)
+    for stale in dest.glob(f".*{TMP_SUFFIX}"):  # left by a batch killed mid-write
+        stale.unlink(missing_ok=True)
+    atomic_write(dest / "feedback.html", feedback_html(result, student))
+    result.write(dest / "results.json")
+
+
+def test_columns(results: list[Result]) -> list[str]:
     names: list[str] = []
     for r in results:
-        for t in r.get("tests", []):
-            if t["name"] not in names:
-                names.append(t["name"])
+        for t in r.tests:
+            if t.name not in names:
+                names.append(t.name)
     return names
 
 
-def write_grades_csv(out: Path, rows: list[tuple[str, dict]]) -> Path:
+def write_grades_csv(out: Path, rows: list[tuple[str, Result]]) -> Path:
     cols = test_columns([r for _, r in rows])
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["student_id", "score", "max_score", "status", *cols])
-    for student, r in sorted(rows):
-        if r.get("status") == "grader-error":  # not graded: no score at all, only why
-            w.writerow([student, "", "", "grader-error", *[""] * len(cols)])
+    for student, r in sorted(rows, key=lambda row: row[0]):
+        if not r.graded:  # not graded: no score at all, only why
+            w.writerow([student, "", "", r.status, *[""] * len(cols)])
             continue
-        by_name = {t["name"]: t["score"] for t in r.get("tests", [])}
-        w.writerow([student, f"{r.get('score', 0):g}", f"{r.get('max_score', 0):g}", r.get("status", ""),
+        by_name = {t.name: t.score for t in r.tests}
+        w.writerow([student, f"{r.score:g}", f"{r.max_score:g}", r.status,
                     *[f"{by_name[c]:g}" if c in by_name else "" for c in cols]])
-    path = Path(out) / "grades.csv"
-    tmp = path.with_name(".grades.csv.tmp")
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, path)
-    return path
+    return atomic_write(Path(out) / "grades.csv", buf.getvalue())
 
 
 def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: int = 1, force: bool = False,
@@ -299,7 +376,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     from tqdm import tqdm
 
     root, out = Path(root).resolve(), Path(out).resolve()
-    nbmod.load_release(root, assignment_id)  # fail early, with the fix, when the release is missing
+    load_release(root, assignment_id)  # fail early, with the fix, when the release is missing
     if preflight:
         from lmcourse.grading.preflight import preflight_in_subprocess
 
@@ -313,7 +390,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     for sub in subs:
         key = submission_key(sub.path, fingerprint)
         prev = stored_result(out, sub.student)
-        if not force and prev is not None and prev.get("extra_data", {}).get("key") == key:
+        if not force and prev is not None and prev.graded and (prev.extra_data or {}).get("key") == key:
             done.append((sub.student, prev))
         else:
             todo.append((sub, key))
@@ -321,25 +398,29 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     book = Gradebook(gradebook, root, assignment_id) if gradebook else None
     with tqdm(total=len(subs), initial=len(done), desc=f"grading {assignment_id}", unit="nb",
               disable=not progress, file=sys.stderr) as bar:
-        for sub, result in grade_all(root, assignment_id, todo, out, tier, jobs):
-            done.append((sub.student, result))
-            if book:
-                _record(book, sub.student, result, log)  # as each finishes: a killed batch keeps these
-            bar.set_postfix_str(f"{sub.student}: {result.get('score', 0):g}/{result.get('max_score', 0):g}")
-            bar.update(1)
+        finished = grade_all(root, assignment_id, todo, out, tier, jobs)
+        try:
+            for sub, result in finished:
+                done.append((sub.student, result))
+                if book:
+                    _record(book, sub.student, result, log)  # as each finishes: a killed batch keeps these
+                bar.set_postfix_str(f"{sub.student}: {result.score:g}/{result.max_score:g}")
+                bar.update(1)
+        finally:
+            finished.close()  # an interrupted batch stops its runners now
     if book:
         for student, result in done:  # idempotent: also covers grades skipped this run
             _record(book, student, result, log)
     csv_path = write_grades_csv(out, done)
     seconds = time.perf_counter() - started
-    bad = [(s, r) for s, r in done if r.get("status") != "ok"]
+    bad = [(s, r) for s, r in done if r.status != Status.OK]
     summary = {"graded": len(todo), "skipped": len(done) - len(todo), "total": len(done), "seconds": seconds,
                "problems": len(bad), "grades_csv": str(csv_path),
-               "grader_errors": sum(r.get("status") == "grader-error" for _, r in done)}
+               "grader_errors": sum(not r.graded for _, r in done)}
     log(f"{assignment_id}: graded {len(todo)}, unchanged {len(done) - len(todo)}, in {seconds:.1f} s "
         f"({seconds / max(1, len(todo)):.2f} s per submission, --jobs {jobs}); {csv_path}")
-    for s, r in sorted(bad):
-        log(f"  {s}: {r.get('status')}: {r.get('message')}")
+    for s, r in sorted(bad, key=lambda row: row[0]):
+        log(f"  {s}: {r.status}: {r.message}")
     if summary["grader_errors"]:
         log(f"{summary['grader_errors']} submission(s) were NOT graded because the grader failed (status "
             "grader-error above: no score was recorded for them). Fix the cause and run the same command "
@@ -347,99 +428,9 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     return summary
 
 
-def _record(book: "Gradebook", student: str, result: dict, log) -> None:
+def _record(book: Gradebook, student: str, result: Result, log) -> None:
     """Record one grade in the gradebook; a failure is reported and the batch goes on."""
     try:
         book.record(student, result)
     except Exception as err:  # the gradebook's problem, not the student's; their results.json stands
         log(f"  {student}: not recorded in the gradebook ({type(err).__name__}: {err})")
-
-
-def _alembic_head() -> str:
-    """nbgrader's ``get_alembic_version`` without the subprocess."""
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-    from nbgrader.dbutil import _temp_alembic_ini
-
-    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
-        return ScriptDirectory.from_config(Config(ini)).get_current_head()
-
-
-class Gradebook:
-    """Scores into nbgrader's own SQLite gradebook, so formgrader and ``nbgrader export`` work.
-
-    The assignment's structure (notebook, grade cells with their points,
-    solution cells, source cells) comes from the release notebook, as nbgrader's
-    ``generate_assignment`` would record it; each test cell's ``auto_score`` is
-    the sum of the points its checks earned.
-    """
-
-    def __init__(self, path: Path, root: Path, assignment_id: str):
-        from lmcourse.grading.assign import tools_on_path
-
-        tools_on_path()  # nbgrader runs `alembic` when it creates a gradebook
-        self.url = f"sqlite:///{Path(path).resolve()}"
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.assignment = assignment_id
-        self.release = nbmod.load_release(root, assignment_id)
-        self._created = False
-        self._setup()
-
-    def _open(self):
-        nbmod.skip_slow_jsonschema_formats()
-        import nbgrader.api
-
-        if not self._created:
-            # Creating a gradebook asks `alembic heads` in a subprocess for the schema
-            # revision (10+ s on a busy machine). Ask alembic in this process instead:
-            # same script directory, same answer; put back right after.
-            self._created = True
-            original = nbgrader.api.get_alembic_version
-            nbgrader.api.get_alembic_version = _alembic_head
-            try:
-                return nbgrader.api.Gradebook(self.url)
-            finally:
-                nbgrader.api.get_alembic_version = original
-        return nbgrader.api.Gradebook(self.url)
-
-    def _setup(self) -> None:
-        from nbgrader.utils import compute_checksum
-
-        aid = nb = self.assignment
-        with self._open() as gb:
-            gb.update_or_create_assignment(aid)
-            gb.update_or_create_notebook(nb, aid)
-            for cell in self.release.cells:
-                meta, gid = nbmod.nbgrader_meta(cell), nbmod.grade_id(cell)
-                if not gid:
-                    continue
-                if meta.get("grade"):
-                    gb.update_or_create_grade_cell(gid, nb, aid, max_score=float(meta.get("points", 0)),
-                                                   cell_type=cell.cell_type)
-                if meta.get("solution"):
-                    gb.update_or_create_solution_cell(gid, nb, aid)
-                gb.update_or_create_source_cell(gid, nb, aid, cell_type=cell.cell_type,
-                                                locked=bool(meta.get("locked")), source=nbmod.cell_source(cell),
-                                                checksum=meta.get("checksum") or compute_checksum(cell))
-
-    def record(self, student: str, result: dict) -> None:
-        from nbgrader.api import MissingEntry
-
-        if result.get("status") == "grader-error":
-            return  # not graded: leave the submission ungraded in formgrader rather than record a 0
-        cells = result.get("cells", {})
-        with self._open() as gb, warnings.catch_warnings():
-            # nbgrader's add_submission triggers SQLAlchemy autoflush warnings; harmless, noisy
-            warnings.simplefilter("ignore")
-            gb.update_or_create_student(student)
-            try:
-                gb.find_submission(self.assignment, student)
-            except MissingEntry:
-                gb.add_submission(self.assignment, student)
-            for cell in self.release.cells:
-                meta, gid = nbmod.nbgrader_meta(cell), nbmod.grade_id(cell)
-                if not (gid and meta.get("grade")) or meta.get("solution"):
-                    continue  # manually graded answers (grade + solution) are left for formgrader
-                grade = gb.find_grade(gid, self.assignment, self.assignment, student)
-                grade.auto_score = float(cells.get(gid, {}).get("score", 0.0))
-            gb.db.commit()

@@ -1,4 +1,11 @@
-"""``lmcourse grade | check | gradescope``: the command-line faces of the grader."""
+"""``lmcourse grade | check | gradescope``: the command-line faces of the grader.
+
+The top of the grader's layers: ``lmcourse grade`` → `batch` → `runner` →
+`plugin` → `sandbox`, each importing only the ones below it (``lmcourse check``
+calls the runner directly, ``lmcourse gradescope`` the bundle builder). It is
+imported by ``lmcourse.cli`` and imports nothing from it: the errors both
+share live in `lmcourse.errors`.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +26,9 @@ def _known(root: Path, assignment_id: str) -> None:
 
 def grade(root: Path, args: argparse.Namespace) -> int:
     """Grade a folder of submissions (see :mod:`lmcourse.grading.batch`)."""
-    from lmcourse.errors import CommandError
+    from lmcourse.errors import CommandError, GraderError
     from lmcourse.grading import batch
-    from lmcourse.grading.runner import GraderError, resolve_tier
+    from lmcourse.grading.runner import resolve_tier
 
     _known(root, args.assignment)
     if not args.submissions.is_dir():
@@ -43,9 +50,9 @@ def check(root: Path, args: argparse.Namespace) -> int:
     Exit 0 only when the notebook is ready to submit: nothing left to
     implement, no notebook problem, every visible check and test cell passes.
     """
-    from lmcourse.errors import CommandError
+    from lmcourse.errors import CommandError, GraderError
     from lmcourse.grading.report import check_text, readiness
-    from lmcourse.grading.runner import GraderError, grade as grade_one
+    from lmcourse.grading.runner import grade as grade_one
 
     _known(root, args.assignment)
     if not args.notebook.exists():

@@ -38,12 +38,14 @@ is made from; default ``python3.11``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import tomllib
 import zipfile
 from pathlib import Path
+
+from lmcourse.course import load_release
+from lmcourse.files import atomic_file
 
 BOOK_ONLY = ("jupyter-book", "sphinxcontrib-bibtex", "playwright")
 SYMLINK_MESSAGE = "the submission is a symbolic link; upload the notebook file itself"
@@ -68,7 +70,7 @@ chmod -R go-rwx "$AG/source/course"
 # Grade the solution and the release once now, so that its cached result is part of the image
 # (every submission runs in a fresh container). run_autograder checks again before each grade and
 # refuses to grade when it fails; here a failure is only reported, in the image's build log.
-"$AG/venv/bin/python" -I -m lmcourse.grading.runner "$AG/source/course" "{assignment}" --preflight --tier auto \\
+"$AG/venv/bin/python" -I -m lmcourse.grading.preflight "$AG/source/course" "{assignment}" --tier auto \\
     || echo "warning: the preflight failed (see above); run_autograder will refuse to grade until it passes"
 """
 
@@ -135,14 +137,15 @@ failed() {{  # the autograder, not the student: leave no results.json, say why, 
 }}
 
 zero() {{  # a submission that cannot be graded, by the student's doing: 0 points and why ($1 status, $2 message)
-    printf '{{"score": 0.0, "output": "0 points. %s: %s", "visibility": "visible", "stdout_visibility": "hidden", "tests": [], "extra_data": {{"status": "%s", "message": "%s", "assignment": "%s"}}}}\\n' \\
-        "$1" "$2" "$1" "$2" "$ID" > "$RESULTS"
+    "$PY" -I -c 'import sys; from lmcourse.grading.result import Result
+Result.failed(*sys.argv[1:4]).write(sys.argv[4], gradescope=True)' "$ID" "$1" "$2" "$RESULTS" \\
+        || failed "could not write the result of a submission with status $1"
     echo "$1: $2"
     exit 0
 }}
 
 # 1. The autograder grades the solution (full marks) and the release (0) on this machine first.
-"$PY" -I -m lmcourse.grading.runner "$COURSE" "$ID" --preflight --tier auto 2>&1
+"$PY" -I -m lmcourse.grading.preflight "$COURSE" "$ID" --tier auto 2>&1
 code=$?
 [ "$code" -eq 0 ] || failed "the preflight failed (exit $code, see above): the solution must get full marks and \
 the release 0 on this machine" "$code"
@@ -161,7 +164,7 @@ if [ -z "$NB" ]; then
     for f in "$SUB/$ID.py" "$SUB/$ID.md"; do
         if [ -z "$NB" ] && [ -f "$f" ] && [ ! -L "$f" ]; then NB="$f"; fi
     done
-    [ -n "$NB" ] || NB="$(find "$SUB" -type f \( -name '*.py' -o -name '*.md' \) -not -path '*/.ipynb_checkpoints/*' \
+    [ -n "$NB" ] || NB="$(find "$SUB" -type f \\( -name '*.py' -o -name '*.md' \\) -not -path '*/.ipynb_checkpoints/*' \
           -print0 2>/dev/null | sort -z | head -z -n 1 | tr -d '\0')"
 fi
 if [ -z "$NB" ]; then
@@ -270,17 +273,14 @@ def scripts(assignment_id: str) -> dict[str, str]:
 def build(root: Path, assignment_id: str, out: Path) -> Path:
     """Write the autograder zip for ``assignment_id`` to ``out``."""
     from lmcourse.course import Assignment, Course
-    from lmcourse.grading import notebook as nbmod
     from lmcourse.grading.runner import checks_dir
 
     root, out = Path(root), Path(out)
     texts = scripts(assignment_id)
-    nbmod.load_release(root, assignment_id)  # fails with "run lmcourse assign" when missing
+    load_release(root, assignment_id)  # fails with "run lmcourse assign" when missing
     folder = checks_dir(root, assignment_id)
     package = Path(__file__).resolve().parents[1]  # lmcourse/
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with zipfile.ZipFile(tmp, "w") as z:
+    with atomic_file(out) as f, zipfile.ZipFile(f, "w") as z:
         for name, text in texts.items():
             _write(z, name, text, executable=True)
         _write(z, "requirements.txt", requirements(root))
@@ -290,5 +290,4 @@ def build(root: Path, assignment_id: str, out: Path) -> Path:
         _add_tree(z, assignment.source_path.parent, f"course/solutions/{assignment_id}")
         _add_tree(z, assignment.release_path.parent, f"course/assignments/{assignment_id}")
         _add_tree(z, folder, f"course/autograder/{assignment_id}")
-    os.replace(tmp, out)
     return out

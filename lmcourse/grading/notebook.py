@@ -839,17 +839,3 @@ def part_titles(release) -> dict[str, str]:
         elif grade_id(cell) and role(cell) in ("solution", "test"):
             titles[grade_id(cell)] = current
     return titles
-
-
-def load_release(root: Path, assignment_id: str) -> Node:
-    """The student release of `assignment_id` (see `lmcourse.course.Assignment.load_release`)."""
-    from lmcourse.course import Assignment, Course
-
-    return Assignment(Course(root), assignment_id).load_release()
-
-
-def load_source(root: Path, assignment_id: str) -> Node:
-    """The instructor's source notebook of `assignment_id` (see `lmcourse.course.Assignment.load_source`)."""
-    from lmcourse.course import Assignment, Course
-
-    return Assignment(Course(root), assignment_id).load_source()

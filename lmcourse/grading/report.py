@@ -1,9 +1,11 @@
-"""What students and Gradescope see: ``lmcourse check``'s report, feedback.html and the strict results.json.
+"""What students see: ``lmcourse check``'s report and feedback.html, both read off a `Result`.
 
-All are built from the result dict alone (names, points, messages), which
-never holds a check's source, so none can leak a hidden check. `readiness`
-is the one reading of a result that says what is left to do; the check's
-text and the feedback page both print it, so the two cannot drift.
+Both are built from the result alone (names, points, messages), which never
+holds a check's source, so neither can leak a hidden check. `readiness` is the
+one reading of a result that says what is left to do; the check's text and the
+feedback page both print it, so the two cannot drift. (Gradescope's strict
+results.json is `Result.to_gradescope`.) Each function takes a `Result` or its
+JSON as stored in results.json.
 """
 
 from __future__ import annotations
@@ -12,20 +14,11 @@ import html
 import re
 import textwrap
 
-GRADESCOPE_TEST_KEYS = ("score", "max_score", "status", "name", "number", "output", "tags", "visibility")
-GRADESCOPE_TOP_KEYS = ("score", "execution_time", "output", "visibility", "stdout_visibility")
+from lmcourse.grading.result import Result
 
 
-def to_gradescope(result: dict) -> dict:
-    """Gradescope's schema exactly; lmcourse's extra keys move under ``extra_data``."""
-    out = {k: result[k] for k in GRADESCOPE_TOP_KEYS if k in result}
-    out["extra_data"] = {k: v for k, v in result.items() if k not in GRADESCOPE_TOP_KEYS and k != "tests"}
-    out["tests"] = []
-    for t in result.get("tests", []):
-        test = {k: t[k] for k in GRADESCOPE_TEST_KEYS if k in t}
-        test["extra_data"] = {k: v for k, v in t.items() if k not in GRADESCOPE_TEST_KEYS}
-        out["tests"].append(test)
-    return out
+def _as_result(result: Result | dict) -> Result:
+    return result if isinstance(result, Result) else Result.from_json(result)
 
 
 _CSS = """
@@ -36,34 +29,32 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;pad
 """
 
 
-def feedback_html(result: dict, student_id: str) -> str:
+def feedback_html(result: Result | dict, student_id: str) -> str:
     """A self-contained page: score, status, problems, one row per check (name, points, message)."""
+    result = _as_result(result)
     e = html.escape
     rows = []
-    for t in result.get("tests", []):
-        ok = t.get("status") == "passed"
-        hidden = t.get("visibility") != "visible"
+    for t in result.tests:
+        hidden = t.visibility != "visible"
         rows.append(
-            f"<tr><td class={'pass' if ok else 'fail'}>{'✓' if ok else '✗'}</td>"
-            f"<td>{e(str(t.get('name', '')))}{' <small>(hidden check)</small>' if hidden else ''}</td>"
-            f"<td>{e(str(t.get('cell', '') or ''))}</td>"
-            f"<td>{t.get('score', 0):g} / {t.get('max_score', 0):g}</td>"
-            f"<td class=msg>{e(str(t.get('output', '') or ''))}</td></tr>"
+            f"<tr><td class={'pass' if t.passed else 'fail'}>{'✓' if t.passed else '✗'}</td>"
+            f"<td>{e(str(t.name))}{' <small>(hidden check)</small>' if hidden else ''}</td>"
+            f"<td>{e(str(t.cell or ''))}</td>"
+            f"<td>{t.score:g} / {t.max_score:g}</td>"
+            f"<td class=msg>{e(str(t.output or ''))}</td></tr>"
         )
     problems = "".join(f"<li><code>{e(str(p.get('status')))}</code> {e(str(p.get('message')))}</li>"
-                       for p in result.get("problems", []))
-    status = result.get("status", "ok")
-    banner = "" if status == "ok" else \
-        f"<p class=status><b>{e(status)}</b>: {e(str(result.get('message', '')))}</p>"
-    todo = readiness(result)["todo"] if result.get("readiness") else []
+                       for p in result.problems)
+    banner = "" if result.status == "ok" else f"<p class=status><b>{e(result.status)}</b>: {e(result.message)}</p>"
+    todo = readiness(result)["todo"] if result.readiness else []
     if todo:  # the same reading of the result as `lmcourse check`'s summary
         banner += (f"<p class=status><b>Not written yet</b> (still raising NotImplementedError, or missing): "
                    f"{e(todo_text(todo))}</p>")
     return f"""<!doctype html>
-<html lang=en><head><meta charset=utf-8><title>Feedback: {e(str(result.get('assignment', '')))} · {e(student_id)}</title>
+<html lang=en><head><meta charset=utf-8><title>Feedback: {e(result.assignment)} · {e(student_id)}</title>
 <style>{_CSS}</style></head><body>
-<h1>{e(str(result.get('assignment', '')))}: feedback for {e(student_id)}</h1>
-<p><b>Score: {result.get('score', 0):g} / {result.get('max_score', 0):g}</b></p>
+<h1>{e(result.assignment)}: feedback for {e(student_id)}</h1>
+<p><b>Score: {result.score:g} / {result.max_score:g}</b></p>
 {banner}
 {f'<h2>Problems with the notebook</h2><ul>{problems}</ul>' if problems else ''}
 <h2>Checks</h2>
@@ -75,7 +66,7 @@ def feedback_html(result: dict, student_id: str) -> str:
 
 # ----------------------------------------------------------------------------- readiness
 
-def readiness(result: dict) -> dict:
+def readiness(result: Result | dict) -> dict:
     """What a student needs to know before submitting, read off a grading result.
 
     Returns ``todo`` (``[(part, name, "missing" | "unimplemented")]``, in the
@@ -86,24 +77,23 @@ def readiness(result: dict) -> dict:
     graded), ``errors`` (notebook problems that are not warnings) and
     ``ready``: nothing to do, no error, every visible check and test cell passes.
     """
-    parts = result.get("parts", {}) or {}
+    result = _as_result(result)
+    parts = result.parts or {}
     todo = []
     for kind in ("missing", "unimplemented"):
-        for gid, name in (result.get("readiness") or {}).get(kind, []):
+        for gid, name in (result.readiness or {}).get(kind, []):
             todo.append((parts.get(gid, ""), name, kind))
     order = {title: k for k, title in enumerate(dict.fromkeys(parts.values()))}
     todo.sort(key=lambda t: order.get(t[0], len(order)))
-    visible = [t for t in result.get("tests", []) if t.get("visibility") == "visible"]
-    failing = [t for t in visible if t.get("status") != "passed"]
-    cells = result.get("test_cells")
+    visible = [t for t in result.tests if t.visibility == "visible"]
+    failing = [t for t in visible if not t.passed]
+    cells = result.test_cells
     cell_counts = None if cells is None else (sum(1 for c in cells if c.get("passed")), len(cells))
-    errors = [p for p in result.get("problems", []) if not p.get("warning")]
-    status_ok = result.get("status") == "ok"
-    ready = status_ok and not todo and not errors and not failing and \
+    errors = [p for p in result.problems if not p.get("warning")]
+    ready = result.status == "ok" and not todo and not errors and not failing and \
         (cell_counts is None or cell_counts[0] == cell_counts[1])
-    return {"todo": todo, "visible": (sum(t.get("score", 0) for t in visible), sum(t.get("max_score", 0)
-                                                                                     for t in visible)),
-            "failing": failing, "cells": cell_counts, "hidden_points": result.get("hidden_points", 0) or 0,
+    return {"todo": todo, "visible": (sum(t.score for t in visible), sum(t.max_score for t in visible)),
+            "failing": failing, "cells": cell_counts, "hidden_points": result.hidden_points or 0,
             "errors": errors, "ready": ready}
 
 
@@ -116,7 +106,7 @@ def todo_text(todo) -> str:
     return "; ".join(f"{part}: {', '.join(names)}" for part, names in by_part.items())
 
 
-def readiness_lines(result: dict) -> list[str]:
+def readiness_lines(result: Result | dict) -> list[str]:
     """The summary at the end of ``lmcourse check``, one fact per line (feedback.html shows its to-do)."""
     r = readiness(result)
     out = []
@@ -164,10 +154,11 @@ def _indent(text: str, first: str = "      ", rest: str = "        ") -> list[st
     return out
 
 
-def check_text(result: dict, notebook, verbose: bool = False) -> str:
+def check_text(result: Result | dict, notebook, verbose: bool = False) -> str:
     """``lmcourse check``'s report: problems, then part by part the test cells and visible checks, then readiness."""
-    out = [f"lmcourse check {result.get('assignment', '')} {notebook}", isolation_line(result.get("isolation"), verbose)]
-    problems = result.get("problems", [])
+    result = _as_result(result)
+    out = [f"lmcourse check {result.assignment} {notebook}", isolation_line(result.isolation, verbose)]
+    problems = result.problems
     wrong = [p for p in problems if p.get("status") == "wrong-assignment"]
     if wrong:  # everything else follows from it: say only that
         out.append(f"  ✗ [wrong-assignment] {wrong[0]['message']}")
@@ -180,18 +171,19 @@ def check_text(result: dict, notebook, verbose: bool = False) -> str:
             mark = "!" if p.get("warning") else "✗"  # a warning costs nothing: say so by its mark
             out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
     # One error that stops every check (the code does not import, say): shown once, in full.
-    outputs = {t.get("output") for t in result.get("tests", []) if t.get("status") != "passed"}
-    shared = next(iter(outputs)) if len(outputs) == 1 and len(result.get("tests", [])) > 1 and \
-        all(t.get("status") != "passed" for t in result.get("tests", [])) else None
-    if result.get("status") != "ok" and not [p for p in problems if not p.get("warning")]:
+    tests = result.tests
+    outputs = {t.output for t in tests if not t.passed}
+    shared = next(iter(outputs)) if len(outputs) == 1 and len(tests) > 1 and not any(t.passed for t in tests) \
+        else None
+    if result.status != "ok" and not [p for p in problems if not p.get("warning")]:
         if shared:
-            out.append(f"  ✗ [{result.get('status')}]")
+            out.append(f"  ✗ [{result.status}]")
             out += _indent(shared, "      ", "        ")
         else:
-            out.append(f"  ✗ [{result.get('status')}] {result.get('message', '')}")
-    if not problems and result.get("status") == "ok":
+            out.append(f"  ✗ [{result.status}] {result.message}")
+    if not problems and result.status == "ok":
         out.append("notebook structure: ok")
-    parts = result.get("parts", {}) or {}
+    parts = result.parts or {}
     todo = readiness(result)["todo"]
     unwritten = {name for _, name, _ in todo}
     sections: dict[str, list[str]] = {}
@@ -202,7 +194,7 @@ def check_text(result: dict, notebook, verbose: bool = False) -> str:
     for part, name, kind in todo:
         section(part).append(f"  … {name}: " + ("missing (copy its answer cell back)" if kind == "missing"
                                                  else "not written yet (still raises NotImplementedError)"))
-    for c in result.get("test_cells") or []:
+    for c in result.test_cells or []:
         lines = section(parts.get(c["cell"], ""))
         if c.get("passed"):
             lines.append(f"  ✓ test cell '{c['cell']}' runs without an error")
@@ -222,16 +214,16 @@ def check_text(result: dict, notebook, verbose: bool = False) -> str:
         if err.get("traceback"):
             lines.append("      in your code:")
             lines += _indent(err["traceback"], "      ", "      ")
-    for t in result.get("tests", []):
-        lines = section(parts.get(t.get("cell"), ""))
-        mark = "✓" if t.get("status") == "passed" else "✗"
-        where = f"function {t['function']}" if t.get("function") else f"cell '{t.get('cell')}'"
-        lines.append(f"  {mark} check: {t['name']}  [{t['score']:g}/{t['max_score']:g}]  ({where})")
-        if t.get("status") != "passed" and t.get("output"):
-            if t.get("function") in unwritten and "NotImplementedError" in t["output"]:
-                lines[-1] += f" — {t['function']} is not written yet"
+    for t in tests:
+        lines = section(parts.get(t.cell, ""))
+        mark = "✓" if t.passed else "✗"
+        where = f"function {t.function}" if t.function else f"cell '{t.cell}'"
+        lines.append(f"  {mark} check: {t.name}  [{t.score:g}/{t.max_score:g}]  ({where})")
+        if not t.passed and t.output:
+            if t.function in unwritten and "NotImplementedError" in t.output:
+                lines[-1] += f" — {t.function} is not written yet"
             else:
-                lines += ["      (the error above)"] if t["output"] == shared else _indent(t["output"])
+                lines += ["      (the error above)"] if t.output == shared else _indent(t.output)
     order = list(dict.fromkeys(parts.values()))
     for title in sorted(sections, key=lambda x: order.index(x) if x in order else len(order)):
         if title:

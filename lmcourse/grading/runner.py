@@ -2,17 +2,19 @@
 
 This is the unit of work of every grading path (``lmcourse grade``,
 ``lmcourse check``, Gradescope's ``run_autograder``). It runs in the trusted
-process; student code runs only inside the sandbox's :class:`Worker`. Run it
-as its own process to grade one submission per process (crash isolation,
-parallel batches, one Slurm array task per submission)::
+process; student code runs only inside the sandbox's :class:`Worker`, and the
+hidden checks run through the pytest plugin (`lmcourse.grading.plugin`). What
+comes out is a `lmcourse.grading.result.Result`.
 
-    python -m lmcourse.grading.runner ROOT ASSIGNMENT NOTEBOOK --out results.json
+As a process of its own it grades one submission and writes its files (one
+Slurm array task per submission, Gradescope's ``run_autograder``)::
 
-The result is a dict in Gradescope's ``results.json`` schema (``score``,
-``max_score``, ``tests`` with ``name``, ``score``, ``max_score``, ``output``,
-``visibility``, ``status``) plus lmcourse's own keys: ``status`` and
-``message`` (one line saying what, if anything, went wrong), ``cells`` (points
-per test cell, for nbgrader's gradebook), ``problems``, ``isolation``.
+    python -m lmcourse.grading.runner ROOT ASSIGNMENT NOTEBOOK --out results.json [--gradescope]
+
+or, for a batch, grades the notebooks named on its stdin, one per line, and
+answers each with its result as one line of JSON on stdout (``--serve``): it
+writes nothing, the batch writes the files. It imports nothing above itself
+(batch, preflight, the commands).
 """
 
 from __future__ import annotations
@@ -28,16 +30,16 @@ from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
+from lmcourse.course import load_release
 from lmcourse.course import Assignment, Course
+from lmcourse.errors import GraderError
+from lmcourse.files import atomic_write
 from lmcourse.grading import bounded, rules
 from lmcourse.grading.kinds import STATUS_KINDS, STUDENT_KINDS
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
-from lmcourse.grading.report import readiness, todo_text
-
-
-class GraderError(Exception):
-    """The grader itself is misconfigured (missing checks, broken check file): not the student's fault."""
+from lmcourse.grading.report import feedback_html, readiness, todo_text
+from lmcourse.grading.result import CheckResult, Result, Status, clean_text
 
 
 def reference_module(root: Path, assignment_id: str) -> ModuleType:
@@ -79,6 +81,15 @@ def _limits(root: Path, assignment_id: str, overrides: dict | None):
     return dataclasses.replace(limits, **extra) if extra else limits
 
 
+def grader_fingerprint(root: Path, assignment_id: str, tier: str) -> str:
+    """Hash of everything besides the notebook that decides a grade (a batch's resume key, the preflight's)."""
+    from lmcourse import __version__
+
+    # The grader's own version, not its code bytes: editing a docstring must not force
+    # re-grading a cohort; --force does that deliberately.
+    return Assignment(Course(root), assignment_id).fingerprint(f"tier={tier}", f"lmcourse={__version__}")
+
+
 def secret_dirs(root: Path) -> list[Path]:
     """What the worker must not see: this course's checks and solutions, and those of the course this
     package was installed from (grading another course with ``--course`` must not expose them)."""
@@ -88,8 +99,8 @@ def secret_dirs(root: Path) -> list[Path]:
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
           limits: dict | None = None, exclude: Collection[str] = (), test_cells: bool = False,
-          own_machine: bool = False) -> dict:
-    """Grade ``notebook`` against ``autograder/<assignment_id>/``; return the result dict.
+          own_machine: bool = False) -> Result:
+    """Grade ``notebook`` against ``autograder/<assignment_id>/``; return its `Result`.
 
     visible_only: run the visible checks only (``lmcourse check``). exclude: names of
     checks to leave out; they are neither run nor counted in ``max_score`` (the course's
@@ -109,7 +120,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     started = time.perf_counter()
     root = Path(root)
     tier = resolve_tier(tier)
-    release = nbmod.load_release(root, assignment_id)
+    release = load_release(root, assignment_id)
     reference = reference_module(root, assignment_id)
     folder = checks_dir(root, assignment_id)
 
@@ -195,14 +206,13 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 r["output"] = _name_cell(r["output"], extraction)
     result = _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured,
                      time.perf_counter() - started, Path(notebook).name)
-    result["readiness"] = extraction.readiness if extraction is not None else {"missing": [], "unimplemented": []}
-    result["parts"] = nbmod.part_titles(release)
-    result["hidden_points"] = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
-    if cell_results is not None:
-        result["test_cells"] = cell_results
+    result.readiness = extraction.readiness if extraction is not None else {"missing": [], "unimplemented": []}
+    result.parts = nbmod.part_titles(release)
+    result.hidden_points = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
+    result.test_cells = cell_results
     todo = readiness(result)["todo"]
     if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`
-        result["output"] += f" Not written yet: {todo_text(todo)}."
+        result.output += f" Not written yet: {todo_text(todo)}."
     return result
 
 
@@ -221,7 +231,7 @@ def looks_like(root: Path, assignment_id: str, found_ids) -> str | None:
     best, best_share = None, 0.0
     for other in Course(root).assignment_ids():
         try:
-            ids = {nbmod.grade_id(c) for c in nbmod.load_release(root, other).cells if nbmod.grade_id(c)}
+            ids = {nbmod.grade_id(c) for c in load_release(root, other).cells if nbmod.grade_id(c)}
         except (FileNotFoundError, nbmod.NotebookError):
             continue
         share = len(found & ids) / max(1, len(ids))
@@ -322,11 +332,6 @@ def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
     return extraction, data["upgraded_from"]
 
 
-def clean_text(text: str) -> str:
-    """Text that came from a submission, safe to write anywhere: valid UTF-8 (lone surrogates replaced)."""
-    return str(text).encode("utf-8", "replace").decode("utf-8", "replace")
-
-
 def _name_cell(message: str, extraction) -> str:
     """Rewrite "line N" of the extracted module as "line k of cell 'grade_id'": where the student looks.
 
@@ -359,21 +364,22 @@ def _skipped_name_hint(message: str, extraction) -> str:
             f"need inside the answer cell or the function, or pass it in as an argument.)")
 
 
-def _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured, seconds, filename):
+def _result(assignment_id, release, plugin, problems, block_all, tier, isolation, captured, seconds,
+            filename) -> Result:
+    """The plugin's per-check records and the notebook's problems, summed up as a `Result`."""
     tests = []
     for number, nodeid in enumerate(plugin.order, 1):
         r = plugin.results[nodeid]
-        tests.append({
-            "name": r["name"], "number": str(number), "score": r["score"], "max_score": r["max_score"],
-            "status": r["status"], "output": r["output"], "visibility": r["gradescope_visibility"],
-            "tags": [r["cell"]], "cell": r["cell"], "check": r["check"], "function": r["function"],
-            "kind": r["kind"], "seconds": r["seconds"],
-        })
+        tests.append(CheckResult(
+            name=r["name"], number=str(number), score=r["score"], max_score=r["max_score"], status=r["status"],
+            output=r["output"], visibility=r["gradescope_visibility"], tags=[r["cell"]], cell=r["cell"],
+            check=r["check"], function=r["function"], kind=r["kind"], seconds=r["seconds"]))
     cells = {gid: {"score": 0.0, "max_score": 0.0} for gid in nbmod.graded_cells(release)}
-    for t in tests + [dict(n, score=0.0) for n in plugin.not_run]:
-        c = cells.setdefault(t["cell"], {"score": 0.0, "max_score": 0.0})
-        c["score"] += t["score"]
-        c["max_score"] += t["max_score"]
+    for cell, score, max_score in [(t.cell, t.score, t.max_score) for t in tests] + \
+            [(n["cell"], 0.0, n["max_score"]) for n in plugin.not_run]:
+        c = cells.setdefault(cell, {"score": 0.0, "max_score": 0.0})
+        c["score"] += score
+        c["max_score"] += max_score
     warnings = [f"cell '{gid}' is worth {pts:g} points in the notebook but its checks add up to "
                 f"{cells.get(gid, {}).get('max_score', 0):g}"
                 for gid, pts in nbmod.graded_cells(release).items()
@@ -388,110 +394,77 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     else:
-        kinds = [t["kind"] for t in tests if t["kind"] in STATUS_KINDS]
+        kinds = [t.kind for t in tests if t.kind in STATUS_KINDS]
         if kinds:
             status = max(set(kinds), key=kinds.count)
-            first = next(t for t in tests if t["kind"] == status)
+            first = next(t for t in tests if t.kind == status)
             # The top-level message is shown at once: a hidden check's message (which may quote what
             # the student's code made of the hidden inputs) waits for publication like the check.
-            detail = first["output"] if first["visibility"] == "visible" else \
-                f"in the check '{first['name']}' (its message is shown when grades are released)"
+            detail = first.output if first.visibility == "visible" else \
+                f"in the check '{first.name}' (its message is shown when grades are released)"
             message = f"{STUDENT_KINDS[status]}: {detail}"
         else:
-            status, message = "ok", "graded"
+            status, message = Status.OK, "graded"
+    status = Status(status)
     message = " ".join(str(message).split())  # one line
-    score = round(sum(t["score"] for t in tests), 6)
-    max_score = round(sum(t["max_score"] for t in tests), 6)
-    return {
-        "score": score, "max_score": max_score, "status": status, "message": message,
-        "output": f"{score:g} / {max_score:g} points. " + ("" if status == "ok" else f"{status}: {message}"),
-        "visibility": "visible", "stdout_visibility": "hidden", "execution_time": round(seconds, 3),
-        "tests": tests, "cells": cells, "problems": [p.as_dict() for p in problems],
-        "not_run": len(plugin.not_run), "assignment": assignment_id, "notebook": filename, "tier": tier,
-        "isolation": isolation, "captured_output": (captured or "")[-4000:], "warnings": warnings,
-    }
+    score = round(sum(t.score for t in tests), 6)
+    max_score = round(sum(t.max_score for t in tests), 6)
+    return Result(
+        score=score, max_score=max_score, status=status, message=message,
+        output=f"{score:g} / {max_score:g} points. " + ("" if status == Status.OK else f"{status}: {message}"),
+        execution_time=round(seconds, 3), tests=tests, cells=cells, problems=[p.as_dict() for p in problems],
+        not_run=len(plugin.not_run), assignment=assignment_id, notebook=filename, tier=tier, isolation=isolation,
+        captured_output=(captured or "")[-4000:], warnings=warnings)
 
 
-def failed_result(assignment_id: str, status: str, message: str) -> dict:
-    """The result of a submission the grader could not grade at all (grader error, killed runner)."""
-    message = " ".join(str(message).split())
-    return {"score": 0.0, "max_score": 0.0, "status": status, "message": message, "output": f"{status}: {message}",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": [], "cells": {}, "problems": [],
-            "assignment": assignment_id, "execution_time": 0.0}
-
-
-def _clean_tree(value):
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(k) if isinstance(k, str) else k: _clean_tree(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_tree(v) for v in value]
-    return value
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON, atomically; text that came from a submission is made valid UTF-8 first."""
-    data = _clean_tree(data)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=False, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def grade_or_fail(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu") -> Result:
+    """`grade`, with the grader's own failure (`GraderError`) turned into a ``grader-error`` result."""
+    try:
+        return grade(root, assignment_id, notebook, tier=tier)
+    except GraderError as err:
+        return Result.failed(assignment_id, Status.GRADER_ERROR, str(err))
 
 
 def grade_to_files(root: Path, assignment_id: str, notebook: Path, out: Path, *, feedback: Path | None = None,
                    student: str | None = None, tier: str = "cpu", extra: dict | None = None,
-                   gradescope: bool = False) -> dict:
-    """Grade and write feedback.html (if asked) then results.json, each atomically; return the result."""
-    try:
-        result = grade(root, assignment_id, notebook, tier=tier)
-    except GraderError as err:
-        result = failed_result(assignment_id, "grader-error", str(err))
+                   gradescope: bool = False) -> Result:
+    """Grade and write feedback.html (if asked) then results.json, each atomically; return the result.
+
+    What one runner process does on its own (a Slurm task, Gradescope's
+    ``run_autograder``); in a batch the batch writes these files instead.
+    """
+    result = grade_or_fail(root, assignment_id, notebook, tier=tier)
     if extra:
-        result.setdefault("extra_data", {}).update(extra)
+        result.extra_data = {**(result.extra_data or {}), **extra}
     if feedback:
-        from lmcourse.grading.report import feedback_html
-
-        feedback = Path(feedback)
-        feedback.parent.mkdir(parents=True, exist_ok=True)
-        tmp = feedback.with_name(f".{feedback.name}.{os.getpid()}.tmp")
-        tmp.write_text(feedback_html(result, student or Path(notebook).stem), encoding="utf-8", errors="replace")
-        os.replace(tmp, feedback)
-    if gradescope:
-        from lmcourse.grading.report import to_gradescope
-
-        result = to_gradescope(result)
-    write_json_atomic(out, result)  # last: its presence marks the submission as graded
+        atomic_write(feedback, feedback_html(result, student or Path(notebook).stem))
+    result.write(out, gradescope=gradescope)  # last: its presence marks the submission as graded
     return result
 
 
 def serve(root: Path, assignment_id: str, tier: str) -> int:
-    """Grade a stream of submissions, one JSON task per stdin line, answering one line each.
+    """Grade a stream of submissions for a batch: one JSON task per stdin line, one result per stdout line.
 
-    What a batch uses: Python, pytest and the reference module are loaded
-    once per runner instead of once per submission, while each submission
-    still gets its own sandboxed worker. Anything printed by checks goes to
-    stderr; stdout carries only the answers.
+    A task is ``{"notebook": PATH}``; the answer is the submission's `Result`
+    as one line of JSON (`Result.dumps`), a ``grader-error`` one when the
+    grader itself failed. Nothing is written to disk: the batch owns the
+    files. Python, pytest and the reference module are loaded once per runner
+    instead of once per submission, while each submission still gets its own
+    sandboxed worker. Anything printed by checks goes to stderr; stdout
+    carries only the answers.
     """
-    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # fd 1 is stderr from here on: stray prints cannot garble the protocol
     sys.stdout = sys.stderr
     for line in sys.stdin:
         if not line.strip():
             continue
-        task = json.loads(line)
         try:
-            result = grade_to_files(root, assignment_id, Path(task["notebook"]), Path(task["out"]),
-                                    feedback=task.get("feedback"), student=task.get("student"), tier=tier,
-                                    extra=task.get("extra"))
-            status = result.get("status")
+            task = json.loads(line)
+            result = grade_or_fail(root, assignment_id, Path(task["notebook"]), tier=tier)
         except Exception as err:  # a bug of ours: report it, keep serving
-            status = f"grader-error: {type(err).__name__}: {err}"
-        channel.write(json.dumps({"done": task.get("student"), "status": status}) + "\n")
+            result = Result.failed(assignment_id, Status.GRADER_ERROR, f"{type(err).__name__}: {err}")
+        channel.write(result.dumps(indent=None) + "\n")
     return 0
 
 
@@ -506,21 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tier", default="cpu", choices=["auto", "cpu", "gpu"])
     p.add_argument("--extra", default=None, help="JSON object merged into the result's extra_data")
     p.add_argument("--gradescope", action="store_true", help="write Gradescope's schema only")
-    p.add_argument("--serve", action="store_true", help="grade tasks read as JSON lines from stdin (batches)")
-    p.add_argument("--preflight", action="store_true",
-                   help="grade the solution (full marks expected) and the release (0 expected) on this machine; "
-                        "exit 0 when both hold (cached), 4 with the reason on stderr otherwise")
+    p.add_argument("--serve", action="store_true",
+                   help="grade the notebooks named on stdin (JSON lines), answer each result on stdout (batches)")
     args = p.parse_args(argv)
     sys.dont_write_bytecode = True
-    if args.preflight:
-        from lmcourse.grading.preflight import preflight
-
-        try:
-            print(preflight(args.root, args.assignment, args.tier))
-        except (GraderError, FileNotFoundError) as err:
-            print(" ".join(str(err).split()), file=sys.stderr)
-            return 4
-        return 0
     if args.serve:
         return serve(args.root, args.assignment, resolve_tier(args.tier))
     if args.notebook is None or args.out is None:
@@ -528,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     result = grade_to_files(args.root, args.assignment, args.notebook, args.out, feedback=args.feedback,
                             student=args.student, tier=args.tier,
                             extra=json.loads(args.extra) if args.extra else None, gradescope=args.gradescope)
-    return 0 if result.get("status") != "grader-error" else 3
+    return 0 if result.graded else 3
 
 
 if __name__ == "__main__":

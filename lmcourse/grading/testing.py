@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmcourse.course import load_release, load_source
 from lmcourse.grading import notebook as nbmod
 
 nbmod.skip_slow_jsonschema_formats()
@@ -89,8 +90,8 @@ def submission_from_solution(root: Path, assignment_id: str, dest_dir: Path,
     defined in no answer cell is a KeyError.
     """
     root = Path(root)
-    release = nbmod.load_release(root, assignment_id)
-    solution = {nbmod.grade_id(c): c for c in nbmod.load_source(root, assignment_id).cells if nbmod.grade_id(c)}
+    release = load_release(root, assignment_id)
+    solution = {nbmod.grade_id(c): c for c in load_source(root, assignment_id).cells if nbmod.grade_id(c)}
     todo = dict(replace or {})
     for cell in release.cells:
         gid = nbmod.grade_id(cell)

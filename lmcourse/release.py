@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lmcourse.course import Course
+from lmcourse.files import atomic_write
 from lmcourse.grading.notebook import skip_slow_jsonschema_formats
 
 skip_slow_jsonschema_formats()
@@ -32,12 +34,6 @@ def tools_on_path() -> None:
     parts = os.environ.get("PATH", "").split(os.pathsep)
     if not parts or parts[0] != bindir:
         os.environ["PATH"] = os.pathsep.join([bindir, *[p for p in parts if p != bindir]])
-
-
-def assignment_ids(root: Path) -> list[str]:
-    from lmcourse.course import Course
-
-    return Course(root).assignment_ids()
 
 
 def normalise(nb) -> str:
@@ -108,17 +104,13 @@ def write(root: Path, assignment_id: str, files: dict[str, bytes]) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     for rel, data in files.items():
-        path = dest / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic_write(dest / rel, data)
 
 
 def main(root: Path, ids: list[str] | None, check_only: bool = False) -> int:
     """Generate (or with ``check_only``, verify) the student versions; 0 when all are in sync."""
     root = Path(root)
-    known = assignment_ids(root)
+    known = Course(root).assignment_ids()
     ids = list(ids or known)
     unknown = [i for i in ids if i not in known]
     if unknown:
