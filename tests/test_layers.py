@@ -20,6 +20,10 @@ PACKAGE = ROOT / "lmcourse"
 CHAIN = ["lmcourse.cli", "lmcourse.grading.cli", "lmcourse.grading.batch", "lmcourse.grading.runner",
          "lmcourse.grading.plugin", "lmcourse.grading.sandbox", "lmcourse.grading.sandbox.inside"]
 INSIDE = "lmcourse.grading.sandbox.inside"
+# Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
+LAYOUT = ["lmcourse.grading." + m for m in (
+    "cli", "batch", "gradebook", "gradescope", "preflight", "runner", "report", "result", "bounded", "notebook",
+    "plugin", "rules", "compare", "training", "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
 
 
 def module_name(path: Path) -> str:
@@ -74,6 +78,24 @@ def test_no_module_of_the_chain_imports_one_above_it(lower):
             assert owner not in above, f"{m} imports {target}, which is above it ({owner})"
 
 
+def test_the_graders_layout_is_top_down_and_documented():
+    import lmcourse.grading
+
+    def owner(m):
+        return max((x for x in LAYOUT if under(m, x)), key=len, default=None)
+
+    listed = [line.split()[0].rstrip("/").replace("/", ".") for line in lmcourse.grading.__doc__.splitlines()
+              if line.startswith("    ") and line.split() and not line.strip().startswith("(")]
+    assert ["lmcourse.grading." + m for m in listed] == LAYOUT
+    unlisted = {m for m in GRAPH if under(m, "lmcourse.grading") and m != "lmcourse.grading" and owner(m) is None}
+    assert unlisted == {"lmcourse.grading.testing"}, "a grader module missing from the layout"
+    for m, targets in GRAPH.items():
+        for target in targets:
+            a, b = owner(m), owner(target)
+            if a and b and a != b:
+                assert LAYOUT.index(b) > LAYOUT.index(a), f"{m} imports {target}, which is above it in the layout"
+
+
 def test_the_worker_side_imports_nothing_from_outside_its_package():
     """What runs in the worker is a copy of `inside/`: it can only import itself and third-party
     libraries (the package name differs there, so an absolute lmcourse import would even
@@ -124,3 +146,5 @@ def test_a_known_circle_is_found(monkeypatch):
         test_the_import_graph_has_no_circle()
     with pytest.raises(AssertionError, match="above it"):
         test_no_module_of_the_chain_imports_one_above_it(INSIDE)
+    with pytest.raises(AssertionError, match="above it in the layout"):
+        test_the_graders_layout_is_top_down_and_documented()

@@ -136,6 +136,11 @@ class UnitContract:
     # checks too slow to run for every variant (a training run): left out of a variant's grade
     # unless the variant is meant to fail them; the solution and the release run everything
     EXPENSIVE: tuple[str, ...] = ()
+    # correct alternative implementations (other algorithms, not renamings), as a student might write
+    # them: alternate name -> {function replaced: its definition, or Edits of the solution's own}.
+    # Each must get full marks; the EXPENSIVE checks run only for those named in ALTERNATES_THAT_TRAIN.
+    ALTERNATES: dict[str, dict[str, "str | Edit | list[Edit]"]] = {}
+    ALTERNATES_THAT_TRAIN: tuple[str, ...] = ()
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -210,7 +215,21 @@ class UnitContract:
         assert math.isclose(r["max_score"] + left_out_points, self.MAX_SCORE)
 
 
+    @pytest.mark.slow
+    def test_correct_alternate_gets_full_marks(self, alternate, tmp_path):
+        nb = submission_from_solution(ROOT, self.AID, tmp_path, replace=self.ALTERNATES[alternate])
+        left_out = set() if alternate in self.ALTERNATES_THAT_TRAIN else set(self.EXPENSIVE)
+        r = grade_notebook(ROOT, self.AID, nb, tier="cpu", exclude=left_out)
+        failed = {t["name"]: t.get("output", "") for t in r["tests"] if t["score"] < t["max_score"]}
+        assert not failed, f"{alternate}: a correct implementation lost points: {failed}"
+        assert r["status"] == "ok" and r["score"] == r["max_score"] > 0
+
+
 def parametrize_variants(metafunc) -> None:
-    """pytest_generate_tests hook: one test per known-wrong variant of the unit's class."""
-    if "variant" in metafunc.fixturenames and metafunc.cls is not None and issubclass(metafunc.cls, UnitContract):
+    """pytest_generate_tests hook: one test per known-wrong variant, and per correct alternate, of the unit's class."""
+    if metafunc.cls is None or not issubclass(metafunc.cls, UnitContract):
+        return
+    if "variant" in metafunc.fixturenames:
         metafunc.parametrize("variant", list(metafunc.cls.VARIANTS))
+    if "alternate" in metafunc.fixturenames:
+        metafunc.parametrize("alternate", list(metafunc.cls.ALTERNATES))

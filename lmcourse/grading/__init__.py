@@ -9,6 +9,35 @@ Entry points:
   recording them in nbgrader's gradebook with :mod:`lmcourse.grading.gradebook`;
 - :mod:`lmcourse.grading.checks` is what hidden checks are written with;
 - :mod:`lmcourse.grading.testing` builds honest and known-wrong submissions for tests.
+
+The path of a submission, top-down; no module imports one above it
+(``tests/test_layers.py``)::
+
+    cli         lmcourse grade | check | gradescope
+    batch       a folder: runner processes in a thread pool; the only writer of results
+    gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
+    gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner
+    preflight   solution full marks, release zero, on this machine, before any student
+    runner      one notebook: structure -> extraction -> worker -> checks -> `Result`
+    report      what students see, read off a `Result` (lmcourse check, feedback.html)
+    result      `Result`, `CheckResult`, `Status`: the one type every path returns and writes
+    bounded     reading a submission in a child process with a memory and time budget
+    notebook    reading notebooks defensively, their structure, code extraction
+    plugin      the pytest plugin that turns hidden checks into scores
+    rules       how the code is written (e.g. no built-in RNN), verified outside the worker
+    compare     a student's module against a trusted one, same weights
+    training    the contract of a graded training run
+    layers      PyTorch's own layers behind the assignments' interfaces
+    checks      what a hidden check is made of (``check``, ``expect_*``)
+    sandbox/    the worker: plan, bwrap, staging, reaping, messages, limits
+    sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, main
+    kinds       the student's kinds of failure and their status words
+
+(`testing`, which builds submissions for the project's own tests, sits beside it.)
+
+Around it: `lmcourse.course` (where an assignment's files live), `lmcourse.release`
+(the student release generated from the source), `lmcourse.files` (the one atomic
+writer) and `lmcourse.errors`.
 """
 
 from __future__ import annotations

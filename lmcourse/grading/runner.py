@@ -30,8 +30,7 @@ from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
 
-from lmcourse.course import load_release
-from lmcourse.course import Assignment, Course
+from lmcourse.course import Assignment, Course, load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
 from lmcourse.grading import bounded, rules
