@@ -82,6 +82,10 @@ def test_conversions():
     assert same(to_plain(collections.OrderedDict(b=1)), {"b": 1})
     assert same(to_plain(collections.defaultdict(int, {("x",): 1})), {("x",): 1})
     assert same(to_plain({np.int64(1): 2}), {1: 2})
+    # rng.choice over a list of words returns NumPy strings: an honest answer, sent as str
+    word = np.random.default_rng(0).choice(["thee", "thou"])
+    assert type(word) is np.str_ and same(to_plain(word), str(word))
+    assert same(to_plain([np.str_("a"), {"k": np.str_("b")}]), ["a", {"k": "b"}])
 
 
 def test_torch_tensors_become_arrays():

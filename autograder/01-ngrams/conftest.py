@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+UNK = "<UNK>"
+
 
 def random_sentences(rng: np.random.Generator, n_sentences: int = 40, n_types: int = 10,
                      max_len: int = 8, allow_empty: bool = True) -> list[list[str]]:
@@ -19,6 +21,36 @@ def random_sentences(rng: np.random.Generator, n_sentences: int = 40, n_types: i
     lo = 0 if allow_empty else 1
     lengths = rng.integers(lo, max_len + 1, size=n_sentences)
     return [[f"w{i}" for i in rng.choice(n_types, size=int(m), p=weights)] for m in lengths]
+
+
+def with_unk(rng: np.random.Generator, sentences: list[list[str]], rate: float = 0.15) -> list[list[str]]:
+    """The same sentences with about `rate` of the words already replaced by the literal token <UNK>.
+
+    A corpus can come with <UNK> in it (one mapped by replace_rare, or one
+    distributed that way): <UNK> is then an ordinary token to count.
+    """
+    return [[UNK if rng.random() < rate else w for w in s] for s in sentences]
+
+
+def large_vocabulary_sentences(rng: np.random.Generator, n_types: int = 12_000) -> list[list[str]]:
+    """About 30,000 tokens over `n_types` word types: the size of TinyShakespeare's vocabulary (11,690 types).
+
+    Every type occurs at least once, frequent types (Zipf) many times, some
+    sentences twice; and 40 four-word beginnings of rare words are each
+    continued by 25 different words, so that many 5-grams differ only in their
+    last token. n-gram code that works for a few dozen types can break at this
+    size (an integer code per window that no longer fits in 64 bits).
+    """
+    weights = 1.0 / np.arange(1, n_types + 1)
+    stream = np.concatenate([rng.permutation(n_types), rng.choice(n_types, size=n_types, p=weights / weights.sum())])
+    cuts = np.cumsum(rng.integers(0, 21, size=len(stream) // 5))
+    pieces = np.split(stream, cuts[cuts < len(stream)])
+    sentences = [[f"w{i}" for i in piece] for piece in pieces]
+    sentences += [sentences[i] for i in rng.integers(0, len(sentences), size=300)]  # repeated lines
+    for _ in range(40):
+        prefix = [f"w{i}" for i in rng.integers(n_types // 2, n_types, size=4)]
+        sentences += [prefix + [f"w{i}"] for i in rng.choice(n_types, size=25, replace=False)]
+    return [sentences[i] for i in rng.permutation(len(sentences))]
 
 
 def markov_sentences(rng: np.random.Generator, n_sentences: int, n_types: int = 12, branching: int = 2,
@@ -73,6 +105,18 @@ def model_of(reference):
 def markov():
     """`markov(rng, n_sentences, ...)`: sentences from a random sparse Markov chain."""
     return markov_sentences
+
+
+@pytest.fixture
+def unk():
+    """`unk(rng, sentences, rate=0.15)`: the sentences with some words already the literal <UNK>."""
+    return with_unk
+
+
+@pytest.fixture
+def large_corpus():
+    """`large_corpus(rng)`: ~30,000 tokens over 12,000 word types (see `large_vocabulary_sentences`)."""
+    return large_vocabulary_sentences
 
 
 @pytest.fixture

@@ -26,8 +26,24 @@ def test_mle(student, reference, rng, model_of, histories):
                          rtol=RTOL, atol=ATOL)
 
 
+def _follows_the_counts(p: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """Fail unless `p` ranks every pair of tokens as `expected` does, where `expected` tells them apart.
+
+    A condition on top of normalisation: a distribution that ignores the
+    counts (uniform, say) sums to 1 and never predicts <BOS>, and must not earn
+    the point for that alone.
+    """
+    apart = expected[:, None] - expected[None, :] > 1e-9  # (V, V): i is clearly more probable than j
+    wrong = apart & ~(p[:, None] > p[None, :])
+    if wrong.any():
+        raise AssertionError(f"{what}: the probabilities do not follow the counts: in {int(wrong.sum())} of "
+                             f"{int(apart.sum())} pairs of tokens, the one the model's counts make more probable "
+                             "got a probability lower than or equal to the other's")
+
+
 @check(points=1, cell="test_next_token_probs",
-       name="next_token_probs: every distribution sums to 1 and never predicts <BOS>", visibility="visible")
+       name="next_token_probs: every distribution sums to 1, never predicts <BOS> and follows the counts",
+       visibility="visible")
 def test_normalised(student, reference, rng, model_of, histories):
     for n in (1, 2, 3):
         model = model_of(rng, n, n_sentences=30, n_types=8)
@@ -48,6 +64,8 @@ def test_normalised(student, reference, rng, model_of, histories):
                 if p[0] != 0:
                     raise AssertionError(f"next_token_probs ({label}, n={n}): P(<BOS> | history) = {p[0]:.3g}; "
                                          "<BOS> is never a next token, its probability must be 0")
+                _follows_the_counts(p, reference.next_token_probs(model, history, **kwargs),
+                                    what=f"next_token_probs ({label}, n={n})")
 
 
 @check(points=1, cell="test_next_token_probs", name="next_token_probs: add-k smoothing")
@@ -74,6 +92,15 @@ def test_unseen(student, reference, rng, model_of, histories):
                              reference.next_token_probs(model, history, k=k),
                              what=f"{n}-gram P(next | a history ending in a word outside the vocabulary), k={k:g}",
                              rtol=RTOL, atol=ATOL)
+            lambdas = _dirichlet(rng, n)
+            expect_close(student.next_token_probs(model, history, lambdas=lambdas),
+                         reference.next_token_probs(model, history, lambdas=lambdas),
+                         what=f"interpolated {n}-gram P(next | a history ending in a word outside the vocabulary) "
+                              "(random weights; each order whose history is unseen contributes its uniform 1/V, "
+                              "and the weighted sum is not renormalised)", rtol=RTOL, atol=ATOL)
+        history = ["<UNK>"] * (n - 1)  # the token itself, as a corpus mapped by replace_rare holds it
+        expect_close(student.next_token_probs(model, history), reference.next_token_probs(model, history),
+                     what=f"{n}-gram P(next | a history of <UNK> tokens)", rtol=RTOL, atol=ATOL)
         # a history of known words that never occurred together
         words = model["vocab"][3:]
         seen = set(model["contexts"][n - 1])
@@ -90,12 +117,13 @@ def test_unseen(student, reference, rng, model_of, histories):
 def test_interpolation(student, reference, rng, model_of, histories):
     for n in (2, 3, 4):
         model = model_of(rng, n, n_sentences=40, n_types=8)
-        for history in histories(rng, model, count=5):
-            lambdas = _dirichlet(rng, n)
-            expect_close(student.next_token_probs(model, history, lambdas=lambdas),
-                         reference.next_token_probs(model, history, lambdas=lambdas),
-                         what=f"interpolated P(next | a {len(history)}-word history) of a {n}-gram model "
-                              "(random weights)", rtol=RTOL, atol=ATOL)
+        for i, history in enumerate(histories(rng, model, count=6)):
+            lambdas, k = _dirichlet(rng, n), (0.0 if i < 4 else 0.5)
+            expect_close(student.next_token_probs(model, history, k=k, lambdas=lambdas),
+                         reference.next_token_probs(model, history, k=k, lambdas=lambdas),
+                         what=f"interpolated P(next | a {len(history)}-word history) of a {n}-gram model, k={k:g} "
+                              "(random weights; the plain weighted sum of the n orders' add-k estimates, an order "
+                              "whose history is unseen contributing its uniform 1/V)", rtol=RTOL, atol=ATOL)
 
 
 @check(points=2, cell="test_perplexity", name="sentence_probs: the probability of every token, <EOS> included")
@@ -103,7 +131,7 @@ def test_sentence_probs(student, reference, rng, model_of, corpus):
     for n, kwargs in ((1, {}), (2, {}), (3, dict(k=0.5)), (3, dict(lambdas=_dirichlet(rng, 3)))):
         model = model_of(rng, n, n_sentences=40, n_types=8)
         heldout = corpus(rng, n_sentences=6, n_types=12, max_len=6)  # w8..w11: outside the vocabulary
-        heldout.append(["w0", UNSEEN, "w1"])
+        heldout += [["w0", UNSEEN, "w1"], ["<UNK>", "w0", "<UNK>"]]
         for sentence in heldout:
             label = "interpolated" if "lambdas" in kwargs else f"k={kwargs.get('k', 0):g}"
             expect_close(student.sentence_probs(model, sentence, **kwargs),
@@ -150,6 +178,23 @@ def test_units(student, reference, rng):
                                  f"found {zero[key]!r}")
 
 
+@check(points=1, cell="test_perplexity",
+       name="cross_entropy of a held-out text of 30,000 tokens, as long as TinyShakespeare's validation text")
+def test_long_text(student, reference, rng):
+    lengths = rng.integers(1, 21, size=3000)  # lines of 1..20 tokens, about 31,500 tokens in all
+    # per-token probabilities of a real word model: 1e-4 to 1, about 4.6 nats per token (perplexity near 100)
+    probs = [[float(x) for x in np.exp(rng.uniform(math.log(1e-4), 0.0, size=m))] for m in lengths]
+    what = f"cross_entropy of {len(probs):,} sentences, {int(lengths.sum()):,} tokens of probability 1e-4 to 1"
+    found, expected = student.cross_entropy(probs), reference.cross_entropy(probs)
+    _entropy_keys(found, what)
+    for key in ("nats_per_token", "bits_per_token", "perplexity"):
+        value = found[key]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise AssertionError(f"{what}: expected a finite '{key}', found {value!r}; no probability is 0, but "
+                                 "the product of this many probabilities is far below the smallest float (1e-308)")
+        expect_close(value, expected[key], what=f"{what}: '{key}'", rtol=1e-6)
+
+
 def _heldout_nats(reference, model, sentences, lambdas):
     return reference.cross_entropy([reference.sentence_probs(model, s, lambdas=lambdas)
                                     for s in sentences])["nats_per_token"]
@@ -163,7 +208,11 @@ def _tuning_case(reference, rng, markov, n):
     return model, reference.replace_rare(sentences[70:], vocab)
 
 
-@check(points=1, cell="test_tune_lambdas", name="tune_lambdas: n weights, non-negative, summing to 1",
+LOOSE, TIGHT = 0.05, 0.01  # nats per token above the best weights' held-out cross-entropy
+
+
+@check(points=1, cell="test_tune_lambdas",
+       name="tune_lambdas: n weights, non-negative, summing to 1, within 0.05 nats per token of the best",
        visibility="visible")
 def test_lambdas_valid(student, reference, rng, markov):
     for n in (2, 3):
@@ -172,6 +221,13 @@ def test_lambdas_valid(student, reference, rng, markov):
         if np.any(lam < 0) or abs(lam.sum() - 1) > 1e-6:
             raise AssertionError(f"tune_lambdas of a {n}-gram model: weights must be >= 0 and sum to 1 "
                                  f"(within 1e-6); found {np.array2string(lam, precision=4)}")
+        # valid weights that were not tuned (uniform, a constant) must not earn the point
+        found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
+        best = _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
+        if not found <= best + LOOSE:
+            raise AssertionError(f"tune_lambdas of a {n}-gram model: the weights are valid, but not tuned: with them "
+                                 f"the held-out cross-entropy is {found:.4f} nats per token; the best weights reach "
+                                 f"{best:.4f} (this check allows {LOOSE}, the hidden one {TIGHT})")
 
 
 @check(points=1, cell="test_tune_lambdas",
@@ -184,7 +240,7 @@ def test_lambdas_optimal(student, reference, rng, markov):
             raise AssertionError(f"tune_lambdas of a {n}-gram model: the weights are not >= 0 summing to 1")
         found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
         best = _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
-        if not found <= best + 0.01:
+        if not found <= best + TIGHT:
             raise AssertionError(f"tune_lambdas of a {n}-gram model: with your weights the held-out cross-entropy is "
                                  f"{found:.4f} nats per token; the best weights reach {best:.4f} "
-                                 "(expected within 0.01)")
+                                 f"(expected within {TIGHT})")

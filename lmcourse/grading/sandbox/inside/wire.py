@@ -187,6 +187,8 @@ def to_plain(value, where: str = "the value", *, max_depth: int = DEFAULT_CAPS.m
                 return float(x)
             if isinstance(x, np.complexfloating):
                 return np.array(x)
+            if isinstance(x, np.str_):  # rng.choice(list_of_words) gives these
+                return str(x)
             raise RefusedValue(f"a NumPy scalar of type {_type_name(x)}", where)
         torch = _torch()
         if torch is not None:
