@@ -156,6 +156,24 @@ class UnitContract:
             assert fragment not in code, f"{fragment!r} (solution code) is in the release"
         assert code.count("raise NotImplementedError()") == self.STUDENT_FUNCTIONS
 
+    def test_part_headings_state_their_points(self):
+        """Each "## Part N — ... (k points)" heading says what its test cells are worth, and every test
+        cell sits under a Part heading: the student plans their time by these numbers."""
+        release = load_release(ROOT, self.AID)
+        points = nbmod.graded_cells(release)
+        titles = nbmod.part_titles(release)
+        per_part: dict[str, float] = {}
+        for gid, worth in points.items():
+            assert titles.get(gid), f"test cell {gid} sits under no 'Part' heading"
+            per_part[titles[gid]] = per_part.get(titles[gid], 0.0) + worth
+        stated = {}
+        for title in per_part:
+            m = re.search(r"\((\d+(?:\.\d+)?) points?\)\s*$", title)
+            assert m, f"the heading {title!r} does not state its points as '(k points)'"
+            stated[title] = float(m.group(1))
+        assert stated == per_part, f"the headings state {stated}; their test cells are worth {per_part}"
+        assert sum(per_part.values()) == self.MAX_SCORE
+
     @pytest.mark.slow
     def test_test_cells_points_match_checks(self, solution_result):
         cells = nbmod.test_cells(load_release(ROOT, self.AID))
