@@ -10,8 +10,8 @@ known-wrong variants that the training check is written to catch, with
 threshold, the numbers a calibration note quotes.
 
 Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps).
-02-word2vec's training check is a one-second planted-cluster run with no
-tier of its own; 01-ngrams trains nothing.
+02-word2vec's four training checks are short planted-cluster runs with no
+tier of their own; 01-ngrams trains nothing.
 """
 
 from __future__ import annotations

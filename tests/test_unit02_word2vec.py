@@ -15,16 +15,22 @@ from unit_contract import UnitContract
 PAIRS = "skipgram_pairs: every (centre, context) pair of the window, window 1..4"
 PAIRS_EDGES = "skipgram_pairs: no pair crosses a sentence boundary; empty, one-word and short sentences"
 PAIRS_NO_CENTRE = "skipgram_pairs: a position is never its own context"
+SUBSAMPLE = "subsample: each word kept with its keep probability, independently, in order, seeded"
 NOISE = "noise_distribution: proportional to count ** 0.75, sums to 1"
 NEGATIVES = "draw_negatives: shape (n, k), seeded, frequencies follow the noise distribution"
+SOFTMAX_LOSS = "softmax_loss: -log softmax of the scores at the true context; finite at +-1000"
+SOFTMAX_GRADS = "softmax_gradients: grad_t and grad_C match autograd of the summed loss; repeated contexts add up"
 LOSS = "log_sigmoid and sgns_loss: values on random scores and vectors"
 LOSS_STABLE = "log_sigmoid and sgns_loss: finite and exact for scores of +-1000"
 GRADS = "sgns_gradients: values on random vectors"
 GRADS_FD = "sgns_gradients: agree with finite differences of your sgns_loss"
 COSINE = "cosine_similarity: normalised dot products, between -1 and 1"
-NEIGHBOURS = "nearest_neighbours: the k most similar words by cosine, the word itself left out"
+NEIGHBOURS = "nearest_neighbours: the k most similar words by cosine, the word itself left out, ties to the lower id"
 ANALOGY = "analogy: closest to unit(b) - unit(a) + unit(c), never a query word"
 TRAINING = "train_sgns: planted word clusters are recovered (similar within, not across)"
+TRAINING_SCHEDULE = "train_sgns: pairs shuffled and a learning rate decaying to about 0 (a corpus sorted by cluster)"
+TRAINING_TARGET = "train_sgns: returns the target vectors W_t (words that are each other's contexts are not made alike)"
+TRAINING_SUBSAMPLING = "train_sgns: `sample` subsamples frequent words (a stop word between every two words, window 1)"
 
 # name -> (function replaced, the wrong version: Edit(s) of the solution's own definition, or a whole
 # definition where the variant is another implementation; checks that must score 0)
@@ -70,12 +76,194 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         "    B = B / np.maximum(np.linalg.norm(B, axis=1, keepdims=True), 1e-12)  # (m, d) unit rows\n", "",
         why="no division by the lengths"),
         (COSINE, NEIGHBOURS)),
+    # Issue 16: each proves a check (or the part of one) added then.
+    "subsample re-seeds its generator for every sentence": ("subsample", [
+        Edit("    rng = np.random.default_rng(seed)\n", "", why="the generator moves into the loop"),
+        Edit("        ids = np.asarray(sentence, dtype=np.int64).reshape(-1)\n",
+             "        rng = np.random.default_rng(seed)\n        ids = np.asarray(sentence, dtype=np.int64).reshape(-1)\n",
+             why="every sentence gets the same draws: each word's frequency is right (the marginal test passes "
+                 "for 200 of 200 input seeds), the draws of two sentences are not independent")],
+        (SUBSAMPLE,)),
+    "nearest neighbours in reversed ascending order (ties: the higher id first)": ("nearest_neighbours", Edit(
+        'return np.argsort(-sims, kind="stable")[:k]', 'return np.argsort(sims, kind="stable")[::-1][:k]',
+        why="argsort(...)[::-1]: the most similar first, but words of equal cosine by decreasing id"),
+        (NEIGHBOURS,)),
+    "full-softmax gradient without the expected context vector": ("softmax_gradients", Edit(
+        "error = probs.copy()", "error = np.zeros_like(probs)",
+        why="the normaliser's gradient is left out: grad_t = -c_o, and only the true context's row of grad_C"),
+        (SOFTMAX_GRADS,)),
+    "full-softmax loss without the log-sum-exp shift": ("softmax_loss", Edit(
+        "top[:, 0] + np.log(np.exp(scores - top).sum(axis=1))", "np.log(np.exp(scores).sum(axis=1))",
+        why="exp(1000) overflows: the loss is inf (or NaN) at scores of +-1000"),
+        (SOFTMAX_LOSS,)),
+    "train_sgns: a word repeated in a batch gets one update (rows overwritten, not added)": ("train_sgns", Edit(
+        "W_t.index_add_(0, centres, grad_t, alpha=-rate)", "W_t[centres] = W_t[centres] - rate * grad_t",
+        why="fancy-index assignment keeps one of the updates of a repeated centre word"),
+        (TRAINING,)),
+    "train_sgns returns W_t + W_c": ("train_sgns", Edit(
+        "return W_t.numpy()", "return (W_t + W_c).numpy()", why="the sum of the two vectors, not the target vectors"),
+        (TRAINING_TARGET,)),
+    "train_sgns: constant learning rate": ("train_sgns", Edit(
+        "lr * max(1e-4, 1.0 - progress)", "lr", why="no decay: the rate is lr to the end of the run"),
+        (TRAINING_SCHEDULE,)),
+    "train_sgns ignores sample (no subsampling)": ("train_sgns", Edit(
+        "keep = keep_probabilities(counts, sample) if sample else np.ones(V)", "keep = np.ones(V)",
+        why="every word is always kept"),
+        (TRAINING_SUBSAMPLING,)),
+}
+
+# Correct implementations other than the solution's (other algorithms), which must get full marks.
+other_algorithms = {
+    "draw_negatives": '''
+def draw_negatives(noise, n, k, seed):
+    """Inverse transform sampling: a uniform draw u falls in word w's slice of the cumulative distribution."""
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(np.asarray(noise, dtype=np.float64))
+    return np.searchsorted(cdf / cdf[-1], rng.random((n, k)), side="right").astype(np.int64)
+''',
+    "log_sigmoid": '''
+def log_sigmoid(x):
+    """log s(x) = min(x, 0) - log(1 + exp(-|x|)): the exponent is never positive."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+''',
+    "skipgram_pairs": '''
+def skipgram_pairs(sentences, window):
+    """Position by position, with a Python loop."""
+    centres, contexts = [], []
+    for sentence in sentences:
+        words = [int(w) for w in sentence]
+        for i, w in enumerate(words):
+            for j in range(max(0, i - window), min(len(words), i + window + 1)):
+                if j != i:
+                    centres.append(w)
+                    contexts.append(words[j])
+    return np.array(centres, dtype=np.int64), np.array(contexts, dtype=np.int64)
+''',
+    "subsample": '''
+def subsample(sentences, keep_prob, seed):
+    """One draw per token of the whole corpus at once, then cut back into sentences."""
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sentences]
+    flat = np.concatenate(arrays + [np.zeros(0, dtype=np.int64)])
+    survives = rng.random(len(flat)) < np.asarray(keep_prob, dtype=np.float64)[flat]
+    ends = np.cumsum([len(a) for a in arrays])
+    return [a[survives[end - len(a):end]] for a, end in zip(arrays, ends)]
+''',
+    "nearest_neighbours": '''
+def nearest_neighbours(embeddings, word_id, k=10):
+    """Sorted by (-cosine, id) with lexsort."""
+    E = np.asarray(embeddings, dtype=np.float64)
+    unit = E / np.linalg.norm(E, axis=1, keepdims=True)
+    sims = unit @ unit[word_id]
+    order = np.lexsort((np.arange(len(E)), -sims))
+    return order[order != word_id][:k]
+''',
+    "softmax_loss": '''
+def softmax_loss(t, C, contexts):
+    """log-sum-exp from scipy."""
+    from scipy.special import logsumexp
+
+    scores = np.asarray(t, dtype=np.float64) @ np.asarray(C, dtype=np.float64).T
+    contexts = np.asarray(contexts)
+    return logsumexp(scores, axis=1) - scores[np.arange(len(contexts)), contexts]
+''',
+    "softmax_gradients": '''
+def softmax_gradients(t, C, contexts):
+    """The probabilities' part as products, the true contexts' part scattered with np.add.at."""
+    from scipy.special import softmax
+
+    t, C = np.asarray(t, dtype=np.float64), np.asarray(C, dtype=np.float64)
+    contexts = np.asarray(contexts)
+    probs = softmax(t @ C.T, axis=1)  # (B, V)
+    grad_t = probs @ C - C[contexts]
+    grad_C = probs.T @ t
+    np.add.at(grad_C, contexts, -t)
+    return grad_t, grad_C
+''',
+}
+
+autograd_trainer = '''
+def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, sample=1e-3,
+               lr=0.025, batch_size=1024, seed=0):
+    """The chapter's way: two sparse nn.Embedding tables, autograd and torch.optim.SGD; noise words
+    by torch.multinomial; the rate set per batch from the batch's index."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    sentences = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sentences]
+    counts = np.bincount(np.concatenate(sentences + [np.zeros(0, dtype=np.int64)]), minlength=vocab_size)
+    keep = keep_probabilities(counts, sample) if sample > 0 else np.ones(vocab_size)
+    noise = torch.from_numpy(noise_distribution(counts))
+    target = torch.nn.Embedding(vocab_size, dim, sparse=True)
+    context = torch.nn.Embedding(vocab_size, dim, sparse=True)
+    torch.nn.init.uniform_(target.weight, -0.5 / dim, 0.5 / dim)
+    torch.nn.init.zeros_(context.weight)
+    sgd = torch.optim.SGD([target.weight, context.weight], lr=lr)
+    for epoch in range(epochs):
+        centres, contexts = skipgram_pairs(subsample(sentences, keep, int(rng.integers(2 ** 31))), window)
+        order = torch.from_numpy(rng.permutation(len(centres)))
+        centres, contexts = torch.from_numpy(centres)[order], torch.from_numpy(contexts)[order]
+        noise_words = torch.multinomial(noise, len(centres) * negatives, replacement=True).view(-1, negatives)
+        candidates = torch.cat([contexts[:, None], noise_words], dim=1)  # (N, 1 + K): the true context first
+        n_batches = -(-len(centres) // batch_size)
+        for b in range(n_batches):
+            sgd.param_groups[0]["lr"] = lr * max(1e-4, 1.0 - (epoch + b / n_batches) / epochs)
+            rows = slice(b * batch_size, (b + 1) * batch_size)
+            scores = torch.einsum("bd,bjd->bj", target(centres[rows]), context(candidates[rows]))
+            sign = torch.ones_like(scores)
+            sign[:, 1:] = -1.0
+            loss = -torch.nn.functional.logsigmoid(sign * scores).sum()
+            sgd.zero_grad()
+            loss.backward()
+            sgd.step()
+    return target.weight.detach().numpy()
+'''
+
+numpy_trainer = '''
+def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, sample=1e-3,
+               lr=0.025, batch_size=1024, seed=0):
+    """No torch: Part 5's sgns_gradients on the gathered rows, scattered back with np.add.at; one
+    NumPy generator for everything; float64."""
+    rng = np.random.default_rng(seed)
+    sentences = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sentences]
+    counts = np.bincount(np.concatenate(sentences + [np.zeros(0, dtype=np.int64)]), minlength=vocab_size)
+    keep = keep_probabilities(counts, sample) if sample > 0 else np.ones(vocab_size)
+    noise = noise_distribution(counts)
+    W_t = (rng.random((vocab_size, dim)) - 0.5) / dim
+    W_c = np.zeros((vocab_size, dim))
+    for epoch in range(epochs):
+        centres, contexts = skipgram_pairs(subsample(sentences, keep, int(rng.integers(2 ** 31))), window)
+        order = rng.permutation(len(centres))
+        centres, contexts = centres[order], contexts[order]
+        noise_words = draw_negatives(noise, len(centres), negatives, int(rng.integers(2 ** 31)))
+        n = len(centres)
+        for start in range(0, n, batch_size):
+            rate = lr * max(1e-4, 1.0 - (epoch + start / n) / epochs)
+            rows = slice(start, start + batch_size)
+            grad_t, grad_pos, grad_neg = sgns_gradients(W_t[centres[rows]], W_c[contexts[rows]],
+                                                        W_c[noise_words[rows]])
+            np.add.at(W_t, centres[rows], -rate * grad_t)
+            np.add.at(W_c, contexts[rows], -rate * grad_pos)
+            np.add.at(W_c, noise_words[rows], -rate * grad_neg)
+    return W_t
+'''
+
+ALTERNATES = {
+    "inverse-CDF negatives, log1p log-sigmoid, looped pairs, one-pass subsampling, lexsort, scipy softmax":
+        other_algorithms,
+    # the autograd trainer uses the solution's Part 1-3 functions, the NumPy trainer the alternatives above
+    "autograd trainer (sparse nn.Embedding, torch.optim.SGD, torch.multinomial, rate by batch index)":
+        {"train_sgns": autograd_trainer},
+    "NumPy trainer (sgns_gradients, np.add.at) on the other algorithms":
+        dict(other_algorithms, train_sgns=numpy_trainer),
 }
 
 
 class TestUnit02Word2vec(UnitContract):
     AID = "02-word2vec"
-    MAX_SCORE = 25
-    STUDENT_FUNCTIONS = 12
+    MAX_SCORE = 30
+    STUDENT_FUNCTIONS = 14
     RELEASE_MUST_NOT_CONTAIN = ("np.logaddexp", "index_add_(")
     VARIANTS = VARIANTS
+    ALTERNATES = ALTERNATES
+    ALTERNATES_THAT_TRAIN = tuple(name for name in ALTERNATES if "trainer" in name)

@@ -1,8 +1,11 @@
-"""Checks for Part 4: the negative-sampling loss, its hand-derived gradients, stability at |score| = 1000.
+"""Checks for Part 5: the negative-sampling loss, its hand-derived gradients, stability at |score| = 1000.
 
 The finite-difference check differentiates the student's own `sgns_loss`
 numerically, here in the trusted process, from one batched call: every row of
-the batch is the same pair with one coordinate moved by +-h.
+the batch is the same pair with one coordinate moved by +-h. It first
+requires that loss to be the right one at that pair: two stubs that return
+zeros (a loss and gradients of the right shapes) agree with each other
+perfectly, and would otherwise earn its point.
 """
 
 from __future__ import annotations
@@ -69,8 +72,11 @@ def test_gradient_values(student, reference, rng, vectors):
 
 
 @check(points=1, cell="test_gradients", name="sgns_gradients: agree with finite differences of your sgns_loss")
-def test_gradient_finite_differences(student, rng, vectors):
+def test_gradient_finite_differences(student, reference, rng, vectors):
     t, c_pos, c_neg = vectors(rng, 1, 3, 4)  # one pair: d = 4, K = 3, so 4 + 4 + 12 coordinates
+    expect_close(student.sgns_loss(t, c_pos, c_neg), reference.sgns_loss(t, c_pos, c_neg),
+                 what="sgns_loss of one random pair (d=4, K=3), the point the finite differences start from",
+                 rtol=1e-6, atol=1e-10)
     blocks = (t, c_pos, c_neg)
     h = 1e-3  # central differences: error about h**2, and float32 round-off stays below the tolerance
     rows = []  # every coordinate moved by +h and by -h: one batched call of sgns_loss

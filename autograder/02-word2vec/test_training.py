@@ -1,18 +1,73 @@
-"""Check for Part 5: training on a synthetic corpus with planted word clusters recovers them.
+"""Checks for Part 6: training on synthetic corpora whose answer is known, one behaviour of the spec each.
 
-Words of one cluster share all their contexts and words of different
-clusters share none, so a working skip-gram trainer must make the first
-similar and the second not. The run is small (20 words, about 10,000 pairs
-per epoch): the reference trains it in about a second on one CPU core.
+Every corpus plants word clusters: the words of a cluster share all their
+contexts and the words of different clusters share none, so a working
+skip-gram trainer makes the first similar and the second not. Each check
+then sets up a corpus in which one required behaviour of `train_sgns`
+changes the result by far more than the seed-to-seed noise:
 
-`planted_clusters` puts word w in cluster w // 5, a rule anyone can read, so
-the corpus reaches the student's code under a secret relabelling of its word
-ids (`lmcourse.grading.training.Relabelling`, fresh for every grade): vectors
-written in advance for the fixed ids (one-hot clusters, say) line up with
-nothing. The vectors that come back are put back in the original order before
-the clusters are scored. This does not stop code that finds the clusters from
+- TRAINING (planted clusters, batches of 1,024 pairs, 3 epochs): the loss is
+  summed over the batch, the update descends, and a word that occurs several
+  times in a batch gets the sum of its gradients (`index_add_`). A trainer
+  that overwrites the rows instead of adding to them makes one update per
+  word and batch, about 1/50 of the learning, and a mean loss 1/1,024.
+- TRAINING_SCHEDULE (the same corpus sorted by cluster, lr = 0.05): the pairs
+  are shuffled and the learning rate decays to about 0 by the end of the run.
+  Unshuffled, whole batches hold one cluster and the run goes unstable; with
+  a constant rate, the words of one cluster, which are interchangeable, never
+  settle on the same vector. The check measures how far the vectors of one
+  cluster stay apart, inside the span of the cluster means (the part of a
+  vector no context ever reaches keeps its random initial value whatever the
+  schedule, so it is left out).
+- TRAINING_TARGET (each cluster in two halves A and B that alternate in every
+  sentence, window 1): the returned vectors are the target vectors W_t. A
+  word of A has only B words as contexts and shares all of them with the
+  other A words; so in W_t the A words are alike and unlike their B partners,
+  while W_t + W_c makes every A word almost the same vector as its B partners
+  (a word's context vector sits next to its partners' target vectors).
+- TRAINING_SUBSAMPLING (a stop word between every two cluster words,
+  window 1, sample = 0.012): `sample` subsamples. Without subsampling every
+  window-1 pair is a word and the stop word, the only context any word has,
+  and the clusters cannot be told apart; subsampling removes about 80% of the
+  stop words (keep probability 0.19; the cluster words, with f(w) about 2.4 s,
+  are almost always kept), and the pairs of neighbours within a cluster appear.
+
+The corpora reach the student's code under a secret relabelling of the word
+ids (`lmcourse.grading.training.Relabelling`, fresh for every grade), so that
+vectors written in advance for the fixed ids (one-hot clusters, say) line up
+with nothing; the vectors that come back are put back in the original order
+before they are scored. The vocabulary has three more ids that never occur,
+as a course vocabulary's special tokens <BOS>, <EOS>, <UNK> (count 0): their
+rows are not scored. This does not stop code that finds the clusters from
 the corpus it is given without word2vec (the words that share sentences):
 that is learning from the data, by another method.
+
+Calibration: the statistics of each check for the solution's `train_sgns`
+over 200 corpora and fresh secret relabellings (corpus seeds 0-199), for two
+correct alternates of tests/test_unit02_word2vec.py (an autograd trainer and
+a NumPy trainer, 50 each) and for known-wrong trainers (30 each); 2 shared
+CPU cores (load 2-6), torch 2.13, 2026-11-23. "within": mean cosine of two
+words of a cluster; "gap": within minus the mean cosine across clusters.
+
+| check | passes when | solution (200) | alternates (2 x 50) | known-wrong (30 each) |
+|---|---|---|---|---|
+| TRAINING | within >= 0.7 and gap >= 0.3 | within 0.999, gap 0.691-0.704 | within 0.998-0.999, gap 0.688-0.704 | rows overwritten (200 runs): within 0.29-0.60, gap 0.06-0.27; loss averaged: within -0.08-0.07 |
+| TRAINING_SCHEDULE | the same, and spread <= 0.045 | spread 0.014-0.025 | spread 0.015-0.024 | constant rate: spread 0.100-0.160; never shuffled: spread 0.084-1.44 (within 0.39-0.96) |
+| TRAINING_TARGET | same half - partners >= 0.25 | 0.547-0.778 | 0.510-0.799 | W_t + W_c: -0.000-0.004 |
+| TRAINING_SUBSAMPLING | within >= 0.7 and gap >= 0.3 | gap 0.707-0.720 | gap 0.709-0.721 | sample ignored: gap -0.000-0.000 |
+
+Trainers that pass, as they should (the spec allows them): W_t started as
+randn * 0.1 or at 10x word2vec's range, W_c started at random (spread
+0.015-0.022, within >= 0.92); one subsampling draw for the whole run (the
+stop-word gap 0.71-0.72). Trainers that pass although the spec asks
+otherwise, because no small corpus shows the difference: noise from the
+counts after subsampling (gap 0.69); a learning rate that restarts every
+epoch or falls per epoch (it still ends near 0: spread 0.019-0.038).
+Partly caught: SparseAdam at lr 0.025 instead of plain SGD (TRAINING's gap
+0.18-0.38 over 5 runs); SGD with momentum 0.9 fails TRAINING_SCHEDULE
+(spread 0.17-0.36).
+Each run takes the solution 0.01-0.15 s on one core (the autograd trainer
+0.03-3 s, with one outlier of 20 s at load 6).
 """
 
 from __future__ import annotations
@@ -23,41 +78,182 @@ from lmcourse.grading.checks import check, expect_shape
 from lmcourse.grading.training import Relabelling
 
 N_CLUSTERS, PER_CLUSTER = 4, 5
-CONFIG = dict(dim=16, window=2, negatives=3, epochs=5, sample=0, lr=0.025, batch_size=256, seed=0)
-MIN_WITHIN = 0.7  # mean cosine of two different words of one cluster (the reference: about 0.99)
-MIN_GAP = 0.3     # ... minus the mean cosine of words of different clusters (the reference: about 0.7)
+UNUSED = 3  # ids of the vocabulary that never occur, as <BOS>, <EOS>, <UNK> in a course vocabulary
+CONFIG = dict(dim=16, window=2, negatives=3, epochs=3, sample=0, lr=0.025, batch_size=1024, seed=0)
+SCHEDULE = dict(CONFIG, epochs=5, lr=0.05, batch_size=256)
+TARGET = dict(CONFIG, window=1)
+SUBSAMPLING = dict(CONFIG, window=1, epochs=5, sample=0.012, batch_size=256)
+MIN_WITHIN = 0.7  # mean cosine of two different words of one cluster (the solution: about 0.99)
+MIN_GAP = 0.3     # ... minus the mean cosine of words of different clusters (the solution: about 0.7)
+MAX_SPREAD = 0.045  # how far the vectors of one cluster stay apart, relative to the cluster means' length
+MIN_TARGET_GAP = 0.25  # cosine of words of the same half minus that of partners from the other half
 
 
-@check(points=3, cell="test_training", name="train_sgns: planted word clusters are recovered (similar within, not across)")
-def test_planted_clusters(student, reference, rng):
-    V = N_CLUSTERS * PER_CLUSTER
-    sentences = reference.planted_clusters(N_CLUSTERS, PER_CLUSTER, n_sentences=400, sentence_length=6,
-                                           seed=int(rng.integers(1000)))
+def _settings(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _train(student, sentences, n_words: int, config: dict, what: str) -> np.ndarray:
+    """The student's vectors for the corpus's words 0..n_words-1 (float64, rows in the corpus's own order).
+
+    The corpus is relabelled by a secret permutation of n_words + UNUSED ids (the UNUSED ids never occur)."""
+    V = n_words + UNUSED
     relabel = Relabelling.secret(V)  # from `secrets`, not from rng: cluster membership is unknowable
-    settings = ", ".join(f"{k}={v}" for k, v in CONFIG.items())
-    what = (f"train_sgns on a planted-cluster corpus ({N_CLUSTERS} clusters of {PER_CLUSTER} words, 400 sentences, "
-            f"word ids relabelled by a secret permutation; {settings})")
-    E = expect_shape(student.train_sgns(relabel.sentences(sentences), V, **CONFIG, timeout=60), (V, CONFIG["dim"]),
-                     what=what)
+    E = expect_shape(student.train_sgns(relabel.sentences(sentences), V, **config, timeout=60), (V, config["dim"]),
+                     what=f"{what}: the vectors (vocab_size, dim)")
     if E.dtype.kind != "f":
         raise AssertionError(f"{what}: expected floating-point vectors, found dtype {E.dtype}")
     with np.errstate(over="ignore", invalid="ignore"):
-        E = E.astype(np.float64)
+        E = relabel.rows_by_old_id(E.astype(np.float64))[:n_words]  # row w: the vector of the corpus's word w
     if not np.all(np.isfinite(E)):
         raise AssertionError(f"{what}: the vectors hold NaN or infinite values")
-    E = relabel.rows_by_old_id(E)  # row w: the vector of the corpus's word w again
     norms = np.linalg.norm(E, axis=1)
     if not np.all(norms > 0) or not np.all(np.isfinite(norms)):
         raise AssertionError(f"{what}: {int((~(norms > 0)).sum())} word vector(s) are all zeros (or too large to "
                              "measure); return the target vectors W_t, not the context vectors (initialised to 0)")
-    unit = E / norms[:, None]
-    cos = unit @ unit.T
-    cluster = np.arange(V) // PER_CLUSTER
-    same = (cluster[:, None] == cluster[None, :]) & ~np.eye(V, dtype=bool)
-    across = cluster[:, None] != cluster[None, :]
-    within, between = float(cos[same].mean()), float(cos[across].mean())
-    if not (within >= MIN_WITHIN and within - between >= MIN_GAP):  # written so that a NaN fails
+    return E
+
+
+def _cosines(E: np.ndarray) -> np.ndarray:
+    lengths = np.linalg.norm(E, axis=1)
+    return (E @ E.T) / np.outer(lengths, lengths)
+
+
+def _within_and_across(E: np.ndarray, cluster: np.ndarray) -> tuple[float, float]:
+    cos = _cosines(E)
+    same = (cluster[:, None] == cluster[None, :]) & ~np.eye(len(cluster), dtype=bool)
+    return float(cos[same].mean()), float(cos[cluster[:, None] != cluster[None, :]].mean())
+
+
+def _expect_clusters(E: np.ndarray, cluster: np.ndarray, what: str, hint: str) -> tuple[float, float]:
+    within, across = _within_and_across(E, cluster)
+    if not (within >= MIN_WITHIN and within - across >= MIN_GAP):  # written so that a NaN fails
         raise AssertionError(f"{what}: expected a mean cosine >= {MIN_WITHIN} between words of the same cluster and "
                              f"at least {MIN_GAP} more than between words of different clusters; found {within:.2f} "
-                             f"within and {between:.2f} across. Check the update direction (gradient descent), "
-                             "the learning rate schedule and that every batch updates the rows it used")
+                             f"within and {across:.2f} across. {hint}")
+    return within, across
+
+
+def spread(E: np.ndarray, cluster: np.ndarray) -> float:
+    """How far the vectors of a cluster's words stay from their cluster's mean, relative to the means' length.
+
+    Measured inside the span of the cluster means only: the part of a target vector that no context vector
+    ever reaches keeps its random initial value whatever the training does. The root of the mean squared
+    distance over the mean squared length of the means."""
+    means = np.stack([E[cluster == k].mean(axis=0) for k in range(int(cluster.max()) + 1)])  # (C, d)
+    basis, _ = np.linalg.qr(means.T)  # (d, C) orthonormal basis of the span of the means
+    inside, centres = E @ basis, means @ basis
+    distance = ((inside - centres[cluster]) ** 2).sum(axis=1).mean()
+    return float(np.sqrt(distance / (centres ** 2).sum(axis=1).mean()))
+
+
+def sorted_by_cluster(sentences, per_cluster: int) -> list:
+    """The planted corpus with its sentences in cluster order (all of cluster 0 first, ...), as a real corpus
+    is ordered by play and scene."""
+    return sorted(sentences, key=lambda s: int(s[0]) // per_cluster)
+
+
+def alternating_halves(rng: np.random.Generator, n_clusters: int, half: int, n_sentences: int,
+                       length: int) -> list[np.ndarray]:
+    """Sentences of one cluster each whose words alternate between its half A (ids k * 2 * half + 0..half-1)
+    and its half B (the next `half` ids), starting with either."""
+    cluster = rng.integers(0, n_clusters, size=n_sentences)
+    offset = rng.integers(0, half, size=(n_sentences, length))
+    side = (np.arange(length) + rng.integers(0, 2, size=(n_sentences, 1))) % 2  # 0: A, 1: B
+    return [(cluster[i] * 2 * half + side[i] * half + offset[i]).astype(np.int64) for i in range(n_sentences)]
+
+
+def with_stop_word(rng: np.random.Generator, n_clusters: int, per_cluster: int, n_sentences: int,
+                   length: int) -> list[np.ndarray]:
+    """Sentences of `length` words of one cluster with the stop word (id n_clusters * per_cluster) between
+    every two of them: 2 * length - 1 tokens, the stop word about 3/7 of the corpus."""
+    stop = n_clusters * per_cluster
+    cluster = rng.integers(0, n_clusters, size=n_sentences)
+    offset = rng.integers(0, per_cluster, size=(n_sentences, length))
+    out = []
+    for i in range(n_sentences):
+        sentence = np.full(2 * length - 1, stop, dtype=np.int64)
+        sentence[0::2] = cluster[i] * per_cluster + offset[i]
+        out.append(sentence)
+    return out
+
+
+def _planted(reference, rng, n_sentences: int = 400):
+    return reference.planted_clusters(N_CLUSTERS, PER_CLUSTER, n_sentences=n_sentences, sentence_length=6,
+                                      seed=int(rng.integers(1000)))
+
+
+CORPUS = (f"{N_CLUSTERS} clusters of {PER_CLUSTER} words, 400 sentences, word ids relabelled by a secret "
+          f"permutation, {UNUSED} ids that never occur")
+
+
+@check(points=2, cell="test_training", name="train_sgns: planted word clusters are recovered (similar within, not across)")
+def test_planted_clusters(student, reference, rng):
+    V = N_CLUSTERS * PER_CLUSTER
+    what = f"train_sgns on a planted-cluster corpus ({CORPUS}; {_settings(CONFIG)})"
+    E = _train(student, _planted(reference, rng), V, CONFIG, what)
+    _expect_clusters(E, np.arange(V) // PER_CLUSTER, what,
+                     "Check the update direction (gradient descent), that the loss is summed over the batch (not "
+                     "averaged), and that a word used several times in a batch gets the sum of its gradients")
+
+
+@check(points=1, cell="test_training",
+       name="train_sgns: pairs shuffled and a learning rate decaying to about 0 (a corpus sorted by cluster)")
+def test_schedule(student, reference, rng):
+    V = N_CLUSTERS * PER_CLUSTER
+    cluster = np.arange(V) // PER_CLUSTER
+    what = (f"train_sgns on a planted-cluster corpus whose sentences are sorted by cluster ({CORPUS}; "
+            f"{_settings(SCHEDULE)})")
+    E = _train(student, sorted_by_cluster(_planted(reference, rng), PER_CLUSTER), V, SCHEDULE, what)
+    hint = ("Shuffle the pairs of every epoch: unshuffled, a batch holds the pairs of one cluster only, and "
+            "the steps pull the vectors one way and then another")
+    _expect_clusters(E, cluster, what, hint)
+    found = spread(E, cluster)
+    if not (found <= MAX_SPREAD):
+        raise AssertionError(f"{what}: the words of one cluster share all their contexts, so their vectors should "
+                             f"settle on the same point; they still differ by {found:.1%} of the clusters' mean "
+                             f"vectors (a correct run: at most {MAX_SPREAD:.1%}). Let the learning rate fall from "
+                             "lr to lr * 1e-4 over the whole run (lr * max(1e-4, 1 - progress)), and shuffle the "
+                             "pairs of every epoch")
+
+
+@check(points=1, cell="test_training",
+       name="train_sgns: returns the target vectors W_t (words that are each other's contexts are not made alike)")
+def test_target_vectors(student, rng):
+    n_clusters, half = 4, 3
+    V = n_clusters * 2 * half
+    sentences = alternating_halves(rng, n_clusters, half, n_sentences=800, length=6)
+    what = (f"train_sgns on a corpus of {n_clusters} clusters split in two halves A and B of {half} words that "
+            f"alternate in every sentence (800 sentences, ids relabelled by a secret permutation, {UNUSED} ids that "
+            f"never occur; {_settings(TARGET)})")
+    E = _train(student, sentences, V, TARGET, what)
+    words = np.arange(V)
+    cluster, side = words // (2 * half), (words // half) % 2
+    cos = _cosines(E)
+    same_side = (cluster[:, None] == cluster) & (side[:, None] == side) & ~np.eye(V, dtype=bool)
+    partners = (cluster[:, None] == cluster) & (side[:, None] != side)
+    alike, partnered = float(cos[same_side].mean()), float(cos[partners].mean())
+    if not (alike >= MIN_WITHIN):
+        raise AssertionError(f"{what}: the words of one half share all their contexts, so their vectors should be "
+                             f"alike (a mean cosine >= {MIN_WITHIN}); found {alike:.2f}")
+    if not (alike - partnered >= MIN_TARGET_GAP):
+        raise AssertionError(f"{what}: a word and its partners from the other half are each other's contexts but "
+                             f"share none, so their target vectors should be less alike than the words of one half "
+                             f"(by at least {MIN_TARGET_GAP}); found a mean cosine of {alike:.2f} within a half and "
+                             f"{partnered:.2f} between partners. Return the target vectors W_t alone, not W_t + W_c "
+                             "or the context vectors")
+
+
+@check(points=1, cell="test_training",
+       name="train_sgns: `sample` subsamples frequent words (a stop word between every two words, window 1)")
+def test_subsampling(student, rng):
+    V = N_CLUSTERS * PER_CLUSTER + 1  # the cluster words and the stop word
+    sentences = with_stop_word(rng, N_CLUSTERS, PER_CLUSTER, n_sentences=800, length=4)
+    what = (f"train_sgns on a corpus of {N_CLUSTERS} clusters of {PER_CLUSTER} words with one stop word between "
+            f"every two words (800 sentences, the stop word about 3/7 of the tokens; ids relabelled by a secret "
+            f"permutation, {UNUSED} ids that never occur; {_settings(SUBSAMPLING)})")
+    E = _train(student, sentences, V, SUBSAMPLING, what)[:-1]  # the cluster words only
+    _expect_clusters(E, np.arange(V - 1) // PER_CLUSTER, what,
+                     "With window 1, the only context of every word is the stop word unless subsampling "
+                     "(keep_probabilities of the corpus's counts, with `sample`) drops most of it; compute the counts "
+                     "from `sentences` and subsample every epoch when sample > 0")
