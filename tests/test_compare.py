@@ -51,13 +51,35 @@ class FrozenBias(Linear):  # right values, no gradient reaches a parameter
         return torch.tanh(x @ self.proj.weight.T + self.proj.bias.detach())
 
 
-def _compare(cls):
-    trusted = types.SimpleNamespace(Linear=Linear)
+class FixedState(Linear):  # adds a state made with torch.zeros: float32 on the CPU, whatever the input is
+    def forward(self, x, h=None):
+        h = torch.zeros(x.shape[0], self.proj.out_features) if h is None else h
+        return torch.tanh(self.proj(x) + h @ self.proj.weight.T)
+
+
+class FollowsInput(Linear):  # the same function, its state made in the input's dtype and device
+    def forward(self, x, h=None):
+        h = x.new_zeros(x.shape[0], self.proj.out_features) if h is None else h
+        return torch.tanh(self.proj(x) + h @ self.proj.weight.T)
+
+
+class ComputesInFloat32(Linear):  # right to float32 precision, whatever the dtype: cast back at the end
+    def forward(self, x):
+        return torch.tanh(nn.functional.linear(x.float(), self.proj.weight.float(), self.proj.bias.float())).to(x.dtype)
+
+
+class ReturnsFloat32(Linear):
+    def forward(self, x):
+        return torch.tanh(self.proj(x)).float()
+
+
+def _compare(cls, trusted_cls=Linear, **options):
+    trusted = types.SimpleNamespace(Linear=trusted_cls)
     student = _Local(types.SimpleNamespace(Linear=cls))
     w = random_weights(trusted, "Linear", {"d": 4}, seed=0, scale=2.0)
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
     return compare_modules(student, cls="Linear", trusted=trusted, trusted_cls="Linear", init_kwargs={"d": 4},
-                           weights=w, inputs=[x], what="Linear(4) on x (3, 4)")
+                           weights=w, inputs=[x], what="Linear(4) on x (3, 4)", **options)
 
 
 def test_the_same_function_passes():
@@ -73,6 +95,38 @@ def test_the_same_function_passes():
 def test_each_way_of_being_wrong_is_named(cls, message):
     with pytest.raises(AssertionError, match=message):
         _compare(cls)
+
+
+def test_float64_runs_both_sides_in_float64():
+    """`dtype` reaches the trusted side too: both modules and the inputs are float64, and so are the results."""
+    seen = []
+
+    class Spy(Linear):
+        def forward(self, x):
+            seen.append((x.dtype, self.proj.weight.dtype))
+            return super().forward(x)
+
+    found = _compare(Linear, trusted_cls=Spy, dtype="float64")
+    assert seen == [(torch.float64, torch.float64)]  # the trusted side ran in float64
+    assert found["outputs"][0].dtype == np.float64 and found["param_grads"]["proj.weight"].dtype == np.float64
+    _compare(FollowsInput, trusted_cls=FollowsInput, dtype="float64")
+    assert _compare(Linear)["outputs"][0].dtype == np.float32  # without it: float32, as before
+
+
+@pytest.mark.parametrize("cls,message", [
+    (FixedState, "same dtype"),  # torch's own error, raised by the student's side
+    (ReturnsFloat32, "output tensor 1 of 1 is float32; the module's weights and inputs are float64"),
+    (ComputesInFloat32, "output tensor 1 of 1"),  # float32 precision against float64's tolerance
+])
+def test_float64_exposes_a_hard_coded_dtype(cls, message):
+    _compare(cls, trusted_cls=FollowsInput if cls is FixedState else Linear)  # float32: every one passes
+    with pytest.raises((AssertionError, RuntimeError), match=message):
+        _compare(cls, trusted_cls=FollowsInput if cls is FixedState else Linear, dtype="float64")
+
+
+def test_an_unknown_dtype_is_a_usage_error():
+    with pytest.raises(ValueError, match="no tolerances"):
+        _compare(Linear, dtype="float16")
 
 
 def test_the_recurrent_adapters_match_the_assignments_shapes_and_names():

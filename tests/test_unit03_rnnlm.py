@@ -5,7 +5,9 @@ The tests themselves are the shared unit contract (tests/unit_contract.py);
 this file names the checks and holds the known-wrong variants. The CPU
 training tier (about 15 s a grade) runs for the solution, and for the
 variants meant to fail it, which shows that the training check itself
-catches them; the other variants' grades leave it out.
+catches them; the other variants' grades leave it out. The correct alternates
+(other algorithms a student may choose) must earn full marks; the one that
+rewrites the training loop runs the training check too.
 """
 
 from __future__ import annotations
@@ -16,21 +18,34 @@ from unit_contract import UnitContract
 # The checks' names, as the student sees them.
 BATCHIFY = "batchify: x and y on random streams, lane by lane, batch after batch"
 BATCHIFY_SHIFT = "batchify: every target is the next token of the stream (shifted by one)"
+BATCHIFY_SHORT = ("batchify: a ValueError when the stream is too short for one batch, one batch when it is just "
+                  "long enough")
 FF_SHAPES = "FeedForwardLM: parameter names and shapes as specified"
 FF_FORWARD = "FeedForwardLM: logits and gradients match the reference with the same weights"
 ELMAN_CELL = "ElmanCell: the next state and its gradients match nn.RNNCell with the same weights"
 ELMAN_LAYER = "ElmanRNN: outputs, last state and gradients match nn.RNN (batch_first) with the same weights"
 ELMAN_CARRY = "ElmanRNN: the state carries from each time step to the next"
+ELMAN_FLOAT64 = "ElmanCell and ElmanRNN in float64: the same results, in float64, from a given state and from None"
 LSTM_CELL = "LSTMCell: (h, c) and their gradients match nn.LSTMCell with the same weights"
 LSTM_LAYER = "LSTM: outputs, (h_T, c_T) and gradients match nn.LSTM (batch_first) with the same weights"
 LSTM_CARRY = "LSTM: the state (h, c), cell state included, carries from each time step to the next"
+LSTM_FLOAT64 = "LSTMCell and LSTM in float64: the same results, in float64, from a given state and from None"
 RNNLM_FORWARD = "RNNLM: logits, state and gradients match the reference with the same weights (LSTM and Elman)"
+RNNLM_CONTINUES = "RNNLM: passing the returned state back in continues the text"
 SAMPLE = "sample_next: draws follow softmax(logits / temperature) at temperatures 0.5, 1 and 2"
 GREEDY = "RNNLM.generate: at a tiny temperature, each new token is the most likely one given the text so far"
-GENERATE = "RNNLM.generate: the first new token follows the model's distribution; the prompt is kept"
+GENERATE = ("RNNLM.generate: the new tokens follow the model's distribution jointly (each given the ones before); "
+            "the prompt is kept")
 LOSS = "lm_loss: mean cross-entropy over all B x T positions, and its gradient"
 CLIP = "clip_grad_norm: one global norm, every gradient scaled by the same factor, only above max_norm"
 TRAINING = "train_lm: an LSTM LM trained on TinyShakespeare's characters reaches the validation loss threshold"
+TRAIN_STEPS = ("train_lm, step by step: the batches in order, the state carried (detached) within a pass and reset "
+               "at the start of each pass")
+TRAIN_CLIP = "train_lm, step by step: every optimiser step receives gradients clipped to the global norm clip"
+GRADIENTS_SMALL = ("state_gradient_norms: one norm per step, as the reference's, for a small Elman and a small LSTM "
+                   "model")
+GRADIENTS_DECAY = ("state_gradient_norms: the decay over 40 steps matches the reference's, Elman and LSTM (forget "
+                   "gates half closed and open)")
 
 # name -> (function or class replaced, the wrong version: Edit(s) of the solution's own definition, or a
 # whole definition where the variant is another implementation; checks that must score 0)
@@ -144,13 +159,160 @@ class LSTM(nn.Module):
         "        optimizer.zero_grad()\n", "",
         why="no zero_grad: the gradients of every step pile up"),
         (TRAINING,)),
+    # issue 16: what the float32 checks on a CPU, and the final loss, could not see
+    "batchify stub: the first block only, in one lane; B lanes of T + 1 tokens required": ("batchify", [
+        Edit("if n_batches == 0:", "if len(ids) < B * (T + 1):",
+             why="B separate lanes of T + 1 tokens asked for, where B * T + 1 make one batch"),
+        Edit("    x = lanes_x.reshape(B, n_batches, T).transpose(0, 1).contiguous()\n"
+             "    y = lanes_y.reshape(B, n_batches, T).transpose(0, 1).contiguous()\n",
+             "    x, y = ids[:T].view(1, 1, T), ids[1:T + 1].view(1, 1, T)\n",
+             why="a stub: one block, shifted targets"),
+    ], (BATCHIFY, BATCHIFY_SHIFT, BATCHIFY_SHORT)),
+    "Elman zero state made with torch.zeros (float32, on the CPU)": ("ElmanRNN", Edit(
+        "h = x.new_zeros(B, self.d_hidden)", "h = torch.zeros(B, self.d_hidden)",
+        why="a fixed dtype and device: right in float32 on a CPU, wrong on a GPU and in float64"),
+        (ELMAN_FLOAT64, RNNLM_FORWARD)),
+    "LSTM zero states made with torch.zeros (float32, on the CPU)": ("LSTM", Edit(
+        "zeros = x.new_zeros(B, self.d_hidden)", "zeros = torch.zeros(B, self.d_hidden)",
+        why="a fixed dtype and device: right in float32 on a CPU, wrong on a GPU and in float64"),
+        (LSTM_FLOAT64, RNNLM_FORWARD)),
+    "generate seeds a new generator for every token": ("RNNLM", Edit(
+        "token = sample_next(logits[:, -1], temperature, generator).unsqueeze(1)",
+        "token = sample_next(logits[:, -1], temperature, torch.Generator(device=device).manual_seed(seed)).unsqueeze(1)",
+        why="every token's draw reuses the first one's random numbers: each token's marginal is right, the pairs "
+            "are not"),
+        (GENERATE,)),
+    "clipping before backward() (it clips nothing)": ("train_lm", Edit(
+        "        loss.backward()\n        clip_grad_norm(model.parameters(), clip)\n",
+        "        clip_grad_norm(model.parameters(), clip)\n        loss.backward()\n",
+        why="the gradients are zero when clipped; backward() then fills them unclipped"),
+        (TRAIN_CLIP,)),
+    "state never reset between passes": ("train_lm", Edit(
+        "state = None  # a new pass over the lanes starts from a zero state",
+        "pass  # the last batch's state goes on into the next pass",
+        why="the end of lane b's state is carried to the start of lane b"),
+        (TRAIN_STEPS,)),
+    # A whole definition on purpose: another (wrong) way to the gradients, through the layer's outputs.
+    "gradient norms taken at the layer's stacked outputs": ("state_gradient_norms", '''
+def state_gradient_norms(model, ids, targets):
+    outputs, _ = model.rnn(model.embedding(ids))  # (B, T, d): the states, stacked into a new tensor
+    outputs.retain_grad()
+    F.cross_entropy(model.output(outputs[:, -1]), targets).backward()
+    return outputs.grad.norm(dim=(0, 2))  # bug: only the copy of h_T that the loss reads gets a gradient
+''', (GRADIENTS_SMALL, GRADIENTS_DECAY)),
 }
+
+# Correct implementations other than the solution's (other algorithms, not renamings): each gets full marks.
+ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
+    "LSTM gates from four per-gate products; Elman input terms for all steps in one product": {
+        "LSTMCell": Edit(
+            "        gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh  # (B, 4d)\n"
+            "        i, f, g, o = gates.chunk(4, dim=1)  # (B, d) each, in PyTorch's block order\n",
+            "        d = h.shape[1]\n"
+            "        i, f, g, o = (x @ self.weight_ih[k * d:(k + 1) * d].T + self.bias_ih[k * d:(k + 1) * d]\n"
+            "                      + h @ self.weight_hh[k * d:(k + 1) * d].T + self.bias_hh[k * d:(k + 1) * d]\n"
+            "                      for k in range(4))  # one product per gate, on its block of rows\n",
+            why="four products on row blocks instead of one fused product and chunk"),
+        "ElmanRNN": Edit(
+            "        outputs = []\n"
+            "        for t in range(T):  # sequential in T: step t needs the state of step t - 1\n"
+            "            h = self.cell(x[:, t], h)\n"
+            "            outputs.append(h)\n"
+            "        return torch.stack(outputs, dim=1), h",
+            "        cell = self.cell\n"
+            "        inputs = x @ cell.weight_ih.T + cell.bias_ih  # (B, T, d): every step's input term at once\n"
+            "        outputs = x.new_empty(B, T, self.d_hidden)\n"
+            "        for t in range(T):\n"
+            "            h = torch.tanh(inputs[:, t] + h @ cell.weight_hh.T + cell.bias_hh)\n"
+            "            outputs[:, t] = h  # written into a preallocated tensor\n"
+            "        return outputs, h",
+            why="the input products hoisted out of the loop, the states written in place"),
+    },
+    "batchify by a loop over lanes; F.cross_entropy; stacked norms; training pass by pass": {
+        "batchify": '''
+def batchify(ids, batch_size, block_size):
+    ids = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
+    lane = (len(ids) - 1) // batch_size
+    n_batches = lane // block_size
+    if n_batches < 1:
+        raise ValueError("too few tokens for one batch")
+    xs, ys = [], []
+    for k in range(n_batches):
+        starts = [b * lane + k * block_size for b in range(batch_size)]
+        xs.append(torch.stack([ids[s:s + block_size] for s in starts]))
+        ys.append(torch.stack([ids[s + 1:s + block_size + 1] for s in starts]))
+    return torch.stack(xs), torch.stack(ys)
+''',
+        "lm_loss": Edit(
+            "    log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)\n"
+            "    return -log_probs.gather(-1, targets.unsqueeze(-1)).mean()  # the true token's log-prob, averaged over B*T",
+            "    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))",
+            why="the built-in loss on flattened positions"),
+        "clip_grad_norm": '''
+def clip_grad_norm(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    total = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+    scale = min(1.0, max_norm / total) if total > 0 else 1.0
+    for g in grads:
+        g.mul_(scale)
+    return total
+''',
+        "train_lm": '''
+def train_lm(train_ids, vocab_size, d_embed=32, d_hidden=128, batch_size=32, block_size=32, steps=300,
+             lr=6e-3, clip=1.0, seed=0, device="cpu"):
+    torch.manual_seed(seed)
+    model = RNNLM(vocab_size, d_embed, d_hidden).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    inputs, targets = batchify(train_ids, batch_size, block_size)
+    done = 0
+    while done < steps:
+        state = None  # each pass over the lanes starts from zeros
+        for x, y in zip(inputs.to(device), targets.to(device)):
+            if done == steps:
+                break
+            logits, (h, c) = model(x, state)
+            loss = lm_loss(logits, y)
+            optimizer.zero_grad()
+            loss.backward()
+            clip_grad_norm(model.parameters(), clip)
+            optimizer.step()
+            state = (h.detach(), c.detach())
+            done += 1
+    return model
+''',
+    },
+    "Gumbel-max sampling; gradient norms by retain_grad() and backward()": {
+        "sample_next": Edit(
+            "    probs = F.softmax(logits / temperature, dim=-1)  # (B, V), rows sum to 1\n"
+            "    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)",
+            "    uniform = torch.rand(logits.shape, generator=generator, device=logits.device)\n"
+            "    gumbel = -torch.log(-torch.log(uniform.clamp_min(1e-20)))  # Gumbel(0, 1) noise\n"
+            "    return (logits / temperature + gumbel).argmax(dim=-1)  # the argmax is a draw from softmax(z / T)",
+            why="the Gumbel-max trick instead of torch.multinomial"),
+        "state_gradient_norms": Edit(
+            "        states.append(state[0] if lstm else state)  # h_t itself, a node of the graph: not a copy of it\n"
+            "    loss = F.cross_entropy(model.output(states[-1]), targets)\n"
+            "    grads = torch.autograd.grad(loss, states)  # every path from h_t to the loss, through the later states\n"
+            "    return torch.stack([g.norm() for g in grads])",
+            "        h = state[0] if lstm else state\n"
+            "        h.retain_grad()  # an intermediate tensor keeps its .grad after backward()\n"
+            "        states.append(h)\n"
+            "    F.cross_entropy(model.output(states[-1]), targets).backward()\n"
+            "    return torch.stack([h.grad.norm() for h in states])",
+            why="backward() and each state's .grad instead of torch.autograd.grad"),
+    },
+}
+ALTERNATES_THAT_TRAIN = ("batchify by a loop over lanes; F.cross_entropy; stacked norms; training pass by pass",)
 
 
 class TestUnit03Rnnlm(UnitContract):
     AID = "03-rnnlm"
-    MAX_SCORE = 32
-    STUDENT_FUNCTIONS = 18
-    RELEASE_MUST_NOT_CONTAIN = ("torch.multinomial(", "s.detach()", "gates.chunk(4")
+    MAX_SCORE = 39
+    STUDENT_FUNCTIONS = 19
+    RELEASE_MUST_NOT_CONTAIN = ("torch.multinomial(", "s.detach()", "gates.chunk(4", "torch.autograd.grad(loss")
     VARIANTS = VARIANTS
     EXPENSIVE = (TRAINING,)  # about 15 s a grade; run for the variants listed as caught by it
+    ALTERNATES = ALTERNATES
+    ALTERNATES_THAT_TRAIN = ALTERNATES_THAT_TRAIN

@@ -37,25 +37,37 @@ def test_batchify_values(student, reference, rng):
        visibility="visible")
 def test_batchify_shift(student):
     n, b, t = 200, 3, 8
-    stream = np.arange(n)  # token i is i, so the next token of i is i + 1
-    what = f"batchify(0..{n - 1}, batch_size={b}, block_size={t})"
+    stream = np.random.default_rng(3).permutation(n)  # distinct ids: each one's next token is unique
+    after = np.empty(n, dtype=np.int64)
+    after[stream[:-1]] = stream[1:]  # after[i]: the token that follows token i in the stream
+    what = f"batchify of a stream of {n} distinct ids with batch_size={b}, block_size={t}"
     x, y = _batches(student.batchify(stream, b, t), what)
-    if x.shape != y.shape or x.size == 0:
-        raise AssertionError(f"{what}: x and y must have the same non-empty shape, found {x.shape} and {y.shape}")
-    if not np.array_equal(y, x + 1):
-        k, row, col = (int(i) for i in np.argwhere(y != x + 1)[0])
-        raise AssertionError(f"{what}: the target of input token {int(x[k, row, col])} (batch {k}, lane {row}, "
-                             f"position {col}) should be the token after it, {int(x[k, row, col]) + 1}; "
-                             f"found {int(y[k, row, col])}")
-    if len(x) > 1 and not np.array_equal(x[1:, :, 0], x[:-1, :, -1] + 1):
+    lanes = (n - 1) // b
+    shape = (lanes // t, b, t)
+    if x.shape != shape or y.shape != shape:
+        raise AssertionError(f"{what}: x and y must have the shape (n_batches, B, T) = {shape} ({b} lanes of "
+                             f"{lanes} tokens, {shape[0]} full batches of {t}); found {x.shape} and {y.shape}")
+    has_next = np.zeros(n, dtype=bool)
+    has_next[stream[:-1]] = True  # every token but the last one of the stream
+    if x.min() < 0 or x.max() >= n or not has_next[x].all():
+        raise AssertionError(f"{what}: x holds ids that are not inputs of the stream (the stream's ids, "
+                             "except its last token, which has no target)")
+    wrong = np.argwhere(y != after[x])
+    if len(wrong):
+        k, row, col = (int(i) for i in wrong[0])
+        raise AssertionError(f"{what}: the target at batch {k}, lane {row}, position {col} is not the token that "
+                             f"follows its input in the stream ({len(wrong)} of {y.size} targets are not)")
+    if not np.array_equal(x[1:, :, 0], after[x[:-1, :, -1]]):
         raise AssertionError(f"{what}: row b of batch k + 1 must continue row b of batch k (the lanes are "
                              "read in order, T tokens at a time)")
 
 
-@check(points=1, cell="test_batchify", name="batchify: a ValueError when the stream is too short for one batch")
+@check(points=1, cell="test_batchify", name="batchify: a ValueError when the stream is too short for one batch, "
+                                           "one batch when it is just long enough")
 def test_batchify_too_short(student):
     for n, b, t in ((8, 2, 4), (3, 1, 3), (1, 1, 1)):
-        what = f"batchify of {n} tokens with batch_size={b}, block_size={t} (each lane needs {t} + 1 tokens)"
+        what = (f"batchify of {n} tokens with batch_size={b}, block_size={t} (lanes of ({n} - 1) // {b} = "
+                f"{(n - 1) // b} tokens, fewer than block_size: not one full batch)")
         try:
             result = student.batchify(np.arange(n), b, t)
         except StudentError as err:
@@ -63,3 +75,9 @@ def test_batchify_too_short(student):
                 continue
             raise AssertionError(f"{what}: expected a ValueError; {err.message}") from None
         raise AssertionError(f"{what}: expected a ValueError, but it returned {type(result).__name__}")
+    for n, b, t in ((9, 2, 4), (4, 1, 3), (2, 1, 1), (13, 3, 4)):  # B * T + 1 tokens: exactly one batch
+        what = (f"batchify of {n} tokens with batch_size={b}, block_size={t} (lanes of ({n} - 1) // {b} = {t} "
+                "tokens: exactly one batch)")
+        x, y = _batches(student.batchify(np.arange(n), b, t), what)
+        expect_shape(x, (1, b, t), what=f"{what}: x")
+        expect_shape(y, (1, b, t), what=f"{what}: y")

@@ -1,4 +1,5 @@
-"""Checks for Part 2: the feed-forward (Bengio-style) language model, against the reference with the same weights."""
+"""Checks for Part 2: the feed-forward (Bengio-style) language model, against the reference with the same weights
+(in float32, and once in float64 on both sides)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,7 @@ def test_feedforward_forward(student, reference, rng, compare, weights):
         compare(student, cls="FeedForwardLM", trusted=reference, trusted_cls="FeedForwardLM", init_kwargs=kw,
                 weights=w, inputs=[ids], rename=lambda name: name,
                 what=f"FeedForwardLM({', '.join(f'{k}={v}' for k, v in kw.items())}) on ids of shape (6, {kw['context']})")
+    compare(student, cls="FeedForwardLM", trusted=reference, trusted_cls="FeedForwardLM", init_kwargs=kw,
+            weights=w, inputs=[ids], rename=lambda name: name, dtype="float64",
+            what=f"FeedForwardLM({', '.join(f'{k}={v}' for k, v in kw.items())}) in float64 on ids of shape "
+                 f"(6, {kw['context']})")

@@ -3,6 +3,12 @@
 The weights are PyTorch's initialisation times 2, so that the gates and the
 tanh work away from their linear middle, where a missing non-linearity or a
 swapped gate shows.
+
+Each cell and layer also runs in float64, on both sides (`compare_modules`'
+``dtype``, tolerances 1e-9): a zero state made with a fixed dtype or device
+(``torch.zeros(B, d)`` is float32 on the CPU) passes every float32 check on a
+CPU and fails where the grader trains on a GPU; in float64 it fails on any
+machine, and so does a layer that computes in float32 inside.
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ def test_elman_carries_state(student, rng, both, weights, torch_layers):
            state=lambda B, d: _normal(rng, B, d), what="the state h")
 
 
+@check(points=1, cell="test_elman", name="ElmanCell and ElmanRNN in float64: the same results, in float64, "
+                                        "from a given state and from None")
+def test_elman_float64(student, rng, compare, weights, torch_layers):
+    _float64(student, rng, compare, weights, torch_layers, cell=("ElmanCell", "TorchElmanCell"),
+             layer=("ElmanRNN", "TorchElmanRNN"), state=lambda B, d: _normal(rng, B, d), what="h")
+
+
 # --------------------------------------------------------------------------- LSTM
 
 @check(points=3, cell="test_lstm", name="LSTMCell: (h, c) and their gradients match nn.LSTMCell with the same weights",
@@ -63,6 +76,32 @@ def test_lstm_layer(student, rng, compare, weights, torch_layers):
 def test_lstm_carries_state(student, rng, both, weights, torch_layers):
     _carry(student, rng, both, weights, torch_layers, cls="LSTM", trusted_cls="TorchLSTM",
            state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="the state (h, c)")
+
+
+@check(points=1, cell="test_lstm", name="LSTMCell and LSTM in float64: the same results, in float64, "
+                                       "from a given state and from None")
+def test_lstm_float64(student, rng, compare, weights, torch_layers):
+    _float64(student, rng, compare, weights, torch_layers, cell=("LSTMCell", "TorchLSTMCell"),
+             layer=("LSTM", "TorchLSTM"), state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)),
+             what="state (h, c)")
+
+
+def _float64(student, rng, compare, weights, torch_layers, *, cell, layer, state, what):
+    """The cell, then the layer from a given state and from None, with both sides in float64."""
+    B, d_in, d, T = 3, 4, 5, 6
+    (cls, trusted_cls), kw = cell, _kw(d_in, d)
+    w = weights(torch_layers, trusted_cls, kw, seed=int(rng.integers(1 << 30)), scale=SCALE)
+    compare(student, cls=cls, trusted=torch_layers, trusted_cls=trusted_cls, init_kwargs=kw, weights=w,
+            inputs=[_normal(rng, B, d_in), state(B, d)], dtype="float64",
+            what=f"{cls}(d_in={d_in}, d_hidden={d}) in float64 (weights and inputs) on x ({B}, {d_in}) "
+                 f"and {what} of ({B}, {d})")
+    (cls, trusted_cls) = layer
+    w = weights(torch_layers, trusted_cls, kw, seed=int(rng.integers(1 << 30)), scale=SCALE)
+    for start in (state(B, d), None):
+        compare(student, cls=cls, trusted=torch_layers, trusted_cls=trusted_cls, init_kwargs=kw, weights=w,
+                inputs=[_normal(rng, B, T, d_in), start], dtype="float64",
+                what=f"{cls}(d_in={d_in}, d_hidden={d}) in float64 (weights and inputs) on x ({B}, {T}, {d_in}) "
+                     f"from " + (f"a given {what}" if start is not None else "None (zeros, made in float64)"))
 
 
 def _cells(student, rng, compare, weights, torch_layers, *, cls, trusted_cls, state, what):

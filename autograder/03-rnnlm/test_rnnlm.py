@@ -3,18 +3,28 @@
 Sampling is checked by its statistics: many draws from fixed scores must
 follow softmax(scores / temperature) within a total-variation distance far
 above the sampling noise of the draws (about 0.01 here) and far below what a
-wrong distribution gives.
+wrong distribution gives. `generate` is checked jointly: the pairs (first,
+second new token) of 20,000 rows must follow p(a) p(b | a) by a chi-square
+test that a correct sampler fails with probability 1e-6 (the seeds are fixed,
+so a given implementation always gets the same outcome); the marginals alone
+miss a generator seeded again for every token (the second draw then repeats
+the first one's random number).
+
+The model's forward is also compared in float64, on both sides.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy.stats import chi2
 
 from lmcourse.grading.checks import check, expect_close, expect_equal, expect_shape
+from lmcourse.grading.compare import one_thread
 
 LM = dict(vocab_size=9, d_embed=5, d_hidden=7)
 MAX_TV = 0.03  # total variation between the draws' frequencies and the expected distribution
+P_THRESHOLD = 1e-6  # a chi-square test's p-value below this fails
 
 
 def _lm_weights(reference, rng, cell="lstm", scale=2.0):
@@ -54,6 +64,10 @@ def test_rnnlm_forward(student, reference, rng, compare):
         compare(student, cls="RNNLM", trusted=reference, trusted_cls="RNNLM", init_kwargs=kw, weights=w,
                 inputs=[ids], rename=lambda name: name,
                 what=f"RNNLM({', '.join(f'{k}={v!r}' for k, v in kw.items())}) on ids (3, 6) from state=None")
+        compare(student, cls="RNNLM", trusted=reference, trusted_cls="RNNLM", init_kwargs=kw, weights=w,
+                inputs=[ids], rename=lambda name: name, dtype="float64",
+                what=f"RNNLM({', '.join(f'{k}={v!r}' for k, v in kw.items())}) in float64 on ids (3, 6) from "
+                     "state=None")
     d = LM["d_hidden"]
     state = (rng.normal(size=(3, d)).astype(np.float32), rng.normal(size=(3, d)).astype(np.float32))
     compare(student, cls="RNNLM", trusted=reference, trusted_cls="RNNLM", init_kwargs=dict(LM, cell="lstm"),
@@ -74,7 +88,7 @@ def test_rnnlm_continues(student, reference, rng):
     second = student.probe("module_forward", inputs=[ids[:, 5:], (outs[1], outs[2])], **common)
     expected = reference.RNNLM(**LM, cell="lstm")
     expected.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-    with torch.no_grad():
+    with torch.no_grad(), one_thread():
         whole = expected(torch.from_numpy(ids))[0].numpy()
     expect_close(second["outputs"][0] if second["outputs"] else None, whole[:, 5:],
                  what="the logits of tokens 5..8 read after tokens 0..4, with the state the first call returned "
@@ -115,7 +129,7 @@ def test_generate_greedy(student, reference, rng):
         expect_equal(out[:, :T0], prompt, what=f"{what}: the first {T0} columns (the prompt)")
         model = reference.RNNLM(**LM, cell="lstm")
         model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             logits = model(torch.from_numpy(out[:, :-1]))[0].numpy()[:, T0 - 1:]  # (B, n_new, V): for each new token
         chosen = np.take_along_axis(logits, out[:, T0:, None], axis=2)[..., 0]
         bad = np.argwhere(chosen < logits.max(axis=2) - 1e-3)  # near-ties count as ties
@@ -126,22 +140,50 @@ def test_generate_greedy(student, reference, rng):
                                  "each sampled token back in and carry the state")
 
 
-@check(points=1, cell="test_sampling", name="RNNLM.generate: the first new token follows the model's distribution; the prompt is kept")
+def _chi_square(pairs: np.ndarray, probs: np.ndarray, what: str) -> None:
+    """Fail when the pairs (a, b) are implausible under the joint distribution `probs` (V, V): p-value below
+    P_THRESHOLD. Cells expected fewer than 5 times are pooled into one."""
+    V = probs.shape[0]
+    observed = np.bincount(pairs[:, 0] * V + pairs[:, 1], minlength=V * V).astype(np.float64)
+    expected = len(pairs) * probs.reshape(-1)
+    small = expected < 5
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    stat = float(((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum())
+    dof = int(keep.sum()) - 1
+    p_value = float(chi2.sf(stat, dof))
+    if p_value < P_THRESHOLD:
+        worst = int(np.argmax(np.abs(observed - expected)))
+        a, b = divmod(worst, V)
+        raise AssertionError(
+            f"{what}: the pairs (first new token, second new token) do not follow the model's distribution "
+            f"p(first) p(second | first) (chi-square {stat:.0f} with {dof} degrees of freedom, p-value "
+            f"{p_value:.1e} < {P_THRESHOLD:g}); e.g. the pair ({a}, {b}) came {int(observed[worst])} times, "
+            f"expected about {expected[worst]:.0f}. Draw every token given all the tokens before it, each with a "
+            "fresh random number from one generator")
+
+
+@check(points=1, cell="test_sampling", name="RNNLM.generate: the new tokens follow the model's distribution "
+                                           "jointly (each given the ones before); the prompt is kept")
 def test_generate_distribution(student, reference, rng):
     w = _lm_weights(reference, rng)
-    n = 4000
-    prompt = np.repeat(rng.integers(0, LM["vocab_size"], size=(1, 3)), n, axis=0)  # (n, 3): one prompt, n times
+    n, V = 20000, LM["vocab_size"]
+    prompt = np.repeat(rng.integers(0, V, size=(1, 3)), n, axis=0)  # (n, 3): one prompt, n times
+    model = reference.RNNLM(**LM, cell="lstm")
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+    longer = np.concatenate([prompt[:V], np.arange(V)[:, None]], axis=1)  # (V, 4): the prompt and each first token
+    with torch.no_grad(), one_thread():
+        first = model(torch.from_numpy(prompt[:1]))[0].numpy()[0, -1]  # (V,)
+        second = model(torch.from_numpy(longer))[0].numpy()[:, -1]  # (V, V): row a, given first token a
     for tau in (1.0, 2.0):
         what = f"RNNLM.generate on {n} copies of one prompt of 3 tokens, n_new=2, temperature={tau}"
         out = _ids(student.probe("call_method", cls="RNNLM", init_kwargs=dict(LM, cell="lstm"), state_dict=w,
                                  method="generate", args=[prompt, 2], kwargs={"temperature": tau, "seed": 1},
                                  tensors=True, no_builtin_rnn=True), (n, 5), what)
         expect_equal(out[:, :3], prompt, what=f"{what}: the first 3 columns (the prompt)")
-        model = reference.RNNLM(**LM, cell="lstm")
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-        with torch.no_grad():
-            probs = _softmax(model(torch.from_numpy(prompt[:1]))[0].numpy()[0, -1] / tau)
-        tv, freq = _tv(out[:, 3], probs, what)
-        if tv > MAX_TV + 0.02:  # 4,000 draws: noise about 0.02
-            raise AssertionError(f"{what}: the first new tokens' frequencies are {np.round(freq, 3).tolist()}, "
-                                 f"expected close to {np.round(probs, 3).tolist()} (total variation {tv:.3f})")
+        if out[:, 3:].min() < 0 or out[:, 3:].max() >= V:
+            raise AssertionError(f"{what}: expected token ids 0..{V - 1}, found values from "
+                                 f"{int(out[:, 3:].min())} to {int(out[:, 3:].max())}")
+        joint = _softmax(first / tau)[:, None] * _softmax(second / tau)  # (V, V): p(a) p(b | a)
+        _chi_square(out[:, 3:], joint, what)

@@ -1,4 +1,20 @@
-"""Checks for Part 6: the loss, global-norm clipping, and the graded training run on TinyShakespeare.
+"""Checks for Part 6: the loss, global-norm clipping, the training loop step by step, and the graded
+training run on TinyShakespeare.
+
+What the final loss cannot see is checked step by step (`train_and_trace`: the
+student's `train_lm` on a tiny model and a stream of 3 batches, 8 steps, with
+the model's forward and every optimiser step recorded): the batches (of the
+student's own batchify) are read in order, and again from the first after the
+last; the state is None (or zeros) at the first batch of every pass, else the
+state the step before returned, detached; and every optimiser step receives
+gradients of global norm at most `clip`. Each of these mistakes reaches the loss threshold: clipping
+before backward() (it clips nothing) scored 1.972 and 1.971 in two grades
+(fresh relabellings, 2026-11-23), inside the solution's range below, and a
+state never reset between passes changes nothing at all in the CPU tier (300
+steps never finish the first pass of about 980 batches). The step-by-step
+checks take about 0.1 s each, plus 2-3 s once per grade where they are the
+first to run an optimiser step in the worker (its warm-up; the training run
+pays it otherwise).
 
 The training run follows the contract of every graded training run
 (`lmcourse.grading.training`, whose docstring says what each part proves and
@@ -36,8 +52,8 @@ Tiers (measured with the reference solution):
   2.228, 2.236, 2.214, 2.194, and 2.172 in the grader; mean 2.22, standard
   deviation 0.03: the closest of the known-wrong trainers to the threshold,
   about 4 standard deviations above it); targets not shifted 12.2 (relabelled);
-  hidden state reset at every step 2.51 without relabelling (the bigram model
-  scores 2.48). The contract adds about 2 s to the check on one core (the
+  hidden state reset at every step 2.51 without relabelling (a character bigram
+  model counted on the training text scores 2.48). The contract adds about 2 s to the check on one core (the
   solution, graded three times each way on a shared machine: 9.4-11.6 s
   before, 11.8-13.4 s after): 6 more lanes in the student's evaluation, the
   trusted recomputation of the 16 lanes by the reference RNNLM (about 1.5 s,
@@ -61,12 +77,18 @@ import torch
 
 from lmcourse.grading import training
 from lmcourse.grading.checks import check, expect_close
+from lmcourse.grading.sandbox import StudentError
 
 CPU = dict(d_embed=32, d_hidden=128, batch_size=32, block_size=32, steps=300, lr=6e-3, clip=1.0, seed=0, device="cpu")
 GPU = dict(d_embed=64, d_hidden=256, batch_size=64, block_size=64, steps=1000, lr=4e-3, clip=1.0, seed=0, device="cuda")
 CPU_THRESHOLD = 2.10
 GPU_THRESHOLD = 1.68
 LANES = 16
+# the step-by-step checks: a tiny LSTM on 27 tokens, 3 batches of 2 lanes x 4 tokens, so 8 steps are 2 passes and 2 batches
+TRACE = dict(vocab_size=7, d_embed=4, d_hidden=6, batch_size=2, block_size=4, steps=8, lr=1e-2, clip=1.0, seed=0,
+             device="cpu")
+TRACE_TOKENS = 27
+TRACE_CLIP = 0.01  # below every step's gradient norm in that setting (0.19-0.50 for the solution): each step clips
 
 
 @check(points=2, cell="test_loss_and_clipping", name="lm_loss: mean cross-entropy over all B x T positions, and its gradient",
@@ -126,6 +148,92 @@ def test_training_run(student, reference, tier):
         student, fn="train_lm", config=dict(config, vocab_size=V), vocab_size=V, train_ids=train_ids,
         eval_x=x, eval_y=y, trusted=trusted, threshold=threshold, what=what, unit="nats per character",
         loss_fn=lambda logits, targets: float(reference.lm_loss(torch.from_numpy(logits), torch.from_numpy(targets))),
-        hint="(The bigram model: about 2.48.) Check that the state carries across batches, the optimiser's "
-             "gradients are zeroed at every step, and the targets are the next characters",
+        hint="(A character bigram model counted on the training text scores about 2.48.) Check that the state "
+             "carries across batches, the optimiser's gradients are zeroed at every step, and the targets are "
+             "the next characters",
         seed=0, no_builtin_rnn=True, timeout=600 if tier == "gpu" else 300)
+
+
+def _trace(student, rng, **changes):
+    """(config, what, the probe's record) of the student's train_lm on a random stream in the TRACE setting."""
+    config = dict(TRACE, **changes)
+    stream = rng.integers(0, config["vocab_size"], size=TRACE_TOKENS)
+    out = student.probe("train_and_trace", fn="train_lm", cls="RNNLM", config=dict(config, train_ids=stream),
+                        seed=0, no_builtin_rnn=True, timeout=120)
+    if not (isinstance(out, dict) and isinstance(out.get("calls"), list) and isinstance(out.get("steps"), list)):
+        raise AssertionError("train_lm: the grader could not read what your training loop did")
+    settings = ", ".join(f"{k}={config[k]!r}" for k in ("batch_size", "block_size", "steps", "clip"))
+    what = (f"train_lm on a stream of {TRACE_TOKENS} tokens ({settings}: "
+            f"{(TRACE_TOKENS - 1) // config['batch_size'] // config['block_size']} batches)")
+    return config, stream, what, out
+
+
+def _arrays(value) -> list:
+    """The arrays in a recorded argument (a tensor, a tuple of tensors), flattened; None gives none."""
+    if isinstance(value, list):
+        return [a for v in value for a in _arrays(v)]
+    return [] if value is None else [value]
+
+
+@check(points=1, cell="test_training", name="train_lm, step by step: the batches in order, the state carried "
+                                           "(detached) within a pass and reset at the start of each pass")
+def test_training_steps(student, reference, rng):
+    config, stream, what, out = _trace(student, rng)
+    x = reference.batchify(stream, config["batch_size"], config["block_size"])[0].numpy()  # (n_batches, B, T)
+    try:  # train_lm reads the student's own batches: a batchify mistake costs the points of Part 1, not these
+        own = student.batchify(stream, config["batch_size"], config["block_size"])
+        own = np.asarray(own[0]) if isinstance(own, (list, tuple)) and len(own) == 2 else None
+    except StudentError:
+        own = None
+    if own is not None and own.ndim == 3 and len(own) and np.issubdtype(own.dtype, np.integer):
+        x = own
+    calls, steps = out["calls"], config["steps"]
+    if len(calls) != steps:
+        raise AssertionError(f"{what}: expected one forward pass of the model (with gradients) per step, {steps} in "
+                             f"all; found {len(calls)}")
+    previous = None
+    for i, call in enumerate(calls):
+        k = i % len(x)
+        where = f"{what}: step {i} (pass {i // len(x) + 1}, batch {k})"
+        args = list(call.get("args", {}).values()) if isinstance(call, dict) else []
+        ids = args[0] if args else None
+        state = _arrays(args[1]) if len(args) > 1 else []
+        if not (isinstance(ids, np.ndarray) and ids.shape == x[k].shape and np.array_equal(ids, x[k])):
+            raise AssertionError(f"{where}: the model did not read batch {k} of batchify's x; take the batches in "
+                                 "order, and start again from the first after the last")
+        if not all(isinstance(a, np.ndarray) for a in state):
+            raise AssertionError(f"{where}: the state passed to the model is not None or tensors")
+        zero = not any(a.any() for a in state)
+        if k == 0 and not zero:
+            raise AssertionError(f"{where}: the first batch of a pass started from a carried state; expected a "
+                                 "zero state (None): a pass starts the lanes again, and the state at the end of a "
+                                 "lane does not lead to its beginning")
+        if k > 0:
+            if zero:
+                raise AssertionError(f"{where}: the model started from a zero state; expected the state the step "
+                                     "before returned (carried from batch to batch within a pass)")
+            carried = previous.get("returned", [])[1:]  # the step before's output: logits, then the state
+            if len(carried) != len(state) or not all(
+                    a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(state, carried)):
+                raise AssertionError(f"{where}: the state passed to the model is not the one the step before "
+                                     "returned")
+            if call.get("attached"):
+                raise AssertionError(f"{where}: the state passed to the model is still attached to the step "
+                                     "before's graph; carry it detached (its values only, without the graph)")
+        previous = call
+
+
+@check(points=1, cell="test_training", name="train_lm, step by step: every optimiser step receives gradients "
+                                           "clipped to the global norm clip")
+def test_training_clips(student, reference, rng):
+    config, _, what, out = _trace(student, rng, clip=TRACE_CLIP)
+    norms, steps = out["steps"], config["steps"]
+    if len(norms) != steps:
+        raise AssertionError(f"{what}: expected {steps} steps of the optimiser (torch.optim.Adam); "
+                             f"found {len(norms)}")
+    for i, norm in enumerate(norms):
+        if not (isinstance(norm, float) and 0 < norm <= TRACE_CLIP * (1 + 1e-4)):
+            raise AssertionError(f"{what}: at step {i} the optimiser received gradients of global norm "
+                                 f"{norm if not isinstance(norm, float) else f'{norm:.3g}'}; expected more than 0 "
+                                 f"and at most clip = {TRACE_CLIP}. Clip after backward(), which computes the "
+                                 "gradients, and before optimizer.step(), which uses them")

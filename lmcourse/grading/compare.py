@@ -14,12 +14,21 @@ must agree, and a failure names the first one that does not::
     compare_modules(student, cls="Attention", trusted=reference, trusted_cls="Attention",
                     init_kwargs={"d": 8}, weights=w, inputs=[x], what="Attention on x (2, 5, 8)")
 
+A second dtype: ``dtype="float64"`` runs *both* sides in float64 (each
+module converted by the probe, every floating input converted here), with
+tolerances to match, and requires the student's outputs to come out in
+float64. On a CPU this is what exposes a tensor made with a fixed dtype or
+device inside the module (a zero state made with ``torch.zeros(B, d)`` is
+float32 on the CPU, whatever the input is), the bug that otherwise shows
+only where the grader has a GPU.
+
 Checks import it (``autograder/<id>/``), and so do benchmarks and the
 project's tests: one definition.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import numpy as np
@@ -27,7 +36,10 @@ import numpy as np
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.checks import expect_close
 
-__all__ = ["compare_modules", "flat", "random_weights", "run_both"]
+__all__ = ["TOLERANCES", "as_dtype", "compare_modules", "flat", "one_thread", "random_weights", "run_both"]
+
+# (rtol, atol) of a comparison, by the dtype both sides run in (None: the weights' float32)
+TOLERANCES = {None: (1e-4, 1e-5), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-11)}
 
 
 def _same(name: str) -> str:
@@ -44,6 +56,22 @@ def flat(value) -> list:
     return [value]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread while active, for the trusted side of a check. Its computations are small (a
+    recurrent step's products), and on a loaded machine (CI's two cores, the worker beside the grader)
+    several threads wait on each other far longer than they compute: measured, 1.5-4 s instead of 0.01-0.02 s
+    for one gradient measurement of a 24-unit RNN over 40 steps."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def random_weights(trusted, cls: str, init_kwargs: dict, seed: int, scale: float = 1.0) -> dict:
     """{name: float32 array}: a freshly initialised ``trusted.<cls>(**init_kwargs)``'s weights, times `scale`.
 
@@ -57,20 +85,35 @@ def random_weights(trusted, cls: str, init_kwargs: dict, seed: int, scale: float
     return {k: (scale * v).numpy().astype(np.float32) for k, v in module.state_dict().items()}
 
 
+def as_dtype(value, dtype: str | None):
+    """`value` (arrays, None, nested tuples/lists of them) with every floating array converted to `dtype`."""
+    if dtype is None:
+        return value
+    if isinstance(value, np.ndarray):
+        return value.astype(dtype) if value.dtype.kind == "f" else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_dtype(v, dtype) for v in value)
+    return value
+
+
 def run_both(student, *, cls: str, trusted, trusted_cls: str, init_kwargs: dict, weights: dict, inputs: list,
-             rename: Callable[[str], str] = _same, grad: bool = True, seed: int = 0,
+             rename: Callable[[str], str] = _same, grad: bool = True, seed: int = 0, dtype: str | None = None,
              **probe_options) -> tuple[dict, dict]:
     """(student's, trusted) `module_forward` results with the same weights, inputs and output gradients.
 
     `weights` are in the trusted module's names; the student's module gets
-    them as ``rename(name)``. `probe_options` go to the student's probe only
-    (e.g. ``no_builtin_rnn=True``, an assignment's rule).
+    them as ``rename(name)``. `dtype` (e.g. ``"float64"``) goes to *both*
+    sides: both modules are converted to it, and so is every floating input
+    (`as_dtype`). `probe_options` go to the student's probe only (e.g.
+    ``no_builtin_rnn=True``, an assignment's rule).
     """
-    expected = probes.run_local("module_forward", trusted, cls=trusted_cls, init_kwargs=init_kwargs,
-                                state_dict=weights, inputs=inputs, grad=grad, seed=seed)
+    inputs = as_dtype(inputs, dtype)
+    with one_thread():
+        expected = probes.run_local("module_forward", trusted, cls=trusted_cls, init_kwargs=init_kwargs,
+                                    state_dict=weights, inputs=inputs, grad=grad, seed=seed, dtype=dtype)
     found = student.probe("module_forward", cls=cls, init_kwargs=init_kwargs,
                           state_dict={rename(k): v for k, v in weights.items()}, inputs=inputs, grad=grad, seed=seed,
-                          **probe_options)
+                          dtype=dtype, **probe_options)
     if not isinstance(found, dict) or not isinstance(found.get("outputs"), list):
         raise AssertionError(f"{cls}: the grader could not read your module's outputs")
     return found, expected
@@ -78,20 +121,36 @@ def run_both(student, *, cls: str, trusted, trusted_cls: str, init_kwargs: dict,
 
 def compare_modules(student, *, cls: str, trusted, trusted_cls: str, init_kwargs: dict, weights: dict,
                     inputs: list, what: str, rename: Callable[[str], str] = _same, grad: bool = True,
-                    seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5, **probe_options) -> dict:
+                    seed: int = 0, rtol: float | None = None, atol: float | None = None, dtype: str | None = None,
+                    **probe_options) -> dict:
     """Run the student's `cls` and ``trusted.<trusted_cls>`` with the same weights on the same inputs.
 
     Fails (AssertionError) with a message naming the first output or gradient
     that differs, in the student's parameter names; returns the student's
-    probe result. See `run_both` for `rename` and `probe_options`.
+    probe result. See `run_both` for `rename`, `dtype` and `probe_options`.
+    With a `dtype`, every output of the student's module must have it.
+    `rtol` and `atol` default to ``TOLERANCES[dtype]``.
     """
+    if dtype not in TOLERANCES:
+        raise ValueError(f"no tolerances for dtype {dtype!r}: one of {sorted(map(str, TOLERANCES))}")
+    rtol = TOLERANCES[dtype][0] if rtol is None else rtol
+    atol = TOLERANCES[dtype][1] if atol is None else atol
     found, expected = run_both(student, cls=cls, trusted=trusted, trusted_cls=trusted_cls, init_kwargs=init_kwargs,
-                               weights=weights, inputs=inputs, rename=rename, grad=grad, seed=seed,
+                               weights=weights, inputs=inputs, rename=rename, grad=grad, seed=seed, dtype=dtype,
                                **probe_options)
     outs, ref_outs = found["outputs"], expected["outputs"]
     if len(outs) != len(ref_outs):
         raise AssertionError(f"{what}: expected {len(ref_outs)} output tensor(s) "
                              f"(shapes {[tuple(o.shape) for o in ref_outs]}), found {len(outs)}")
+    if dtype is not None:
+        for i, o in enumerate(outs):
+            found_dtype = getattr(o, "dtype", type(o).__name__)
+            if found_dtype != np.dtype(dtype):
+                raise AssertionError(
+                    f"{what}: output tensor {i + 1} of {len(ref_outs)} is {found_dtype}; the module's weights and "
+                    f"inputs are {dtype}, so expected {dtype}. A tensor made inside the module with a fixed dtype "
+                    "or device (a default zero state is float32 on the CPU) does not follow the input's: make "
+                    "new tensors with the input's dtype and device")
     for i, (o, r) in enumerate(zip(outs, ref_outs)):
         expect_close(o, r, what=f"{what}: output tensor {i + 1} of {len(ref_outs)} (shape {tuple(r.shape)})",
                      rtol=rtol, atol=atol)

@@ -418,6 +418,99 @@ def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: 
     return result
 
 
+def _traced(value):
+    """What `train_and_trace` records of an argument: tensors as arrays, containers as lists, None as None,
+    anything else by its type's name."""
+    torch = _torch()
+    if value is None or isinstance(value, torch.Tensor):
+        return None if value is None else to_array(value)
+    if isinstance(value, (list, tuple)):
+        return [_traced(v) for v in value]
+    return f"<{type(value).__name__}>"
+
+
+@probe
+@refusing_builtin_rnn
+def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None = 0, max_calls: int = 1000):
+    """Run the student's training function ``fn(**config)`` and record what it does, step by step.
+
+    - Every call of ``module.<cls>.forward`` (the student's model class) made with gradients enabled, so
+      the training passes and not an evaluation under ``no_grad``: its arguments by parameter name
+      (tensors as arrays, tuples and lists as lists, None as None), ``attached``: whether a tensor
+      argument requires grad (a state carried without ``detach()``), and ``returned``: the tensors it
+      returned, flattened.
+    - Every ``step()`` of any torch optimiser: the global L2 norm of the gradients of the optimiser's
+      parameters just before the step, that is, what the update is computed from.
+
+    Returns ``{"calls": [{"args": {...}, "attached": bool, "returned": [arrays]}], "steps": [float]}``
+    (at most `max_calls` calls recorded). For small configurations: everything recorded crosses the
+    wire. Untrusted like every probe's result: a check compares it with what the assignment's training
+    loop does. no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
+    """
+    import inspect
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    torch = _torch()
+    seed_everything(seed)
+    train_fn = _get(module, fn, "function")
+    klass = _get(module, cls)
+    if not (isinstance(klass, type) and issubclass(klass, torch.nn.Module)):
+        raise WrongResult(f"{cls} is not a torch.nn.Module class")
+    own = klass.__dict__.get("forward")
+    forward = klass.forward
+    try:
+        signature = inspect.signature(forward)
+    except (TypeError, ValueError):
+        signature = None
+    calls, steps = [], []
+
+    def traced(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        if torch.is_grad_enabled() and len(calls) < int(max_calls):
+            try:
+                bound = signature.bind(self, *args, **kwargs)
+                bound.apply_defaults()
+                named = dict(list(bound.arguments.items())[1:])
+            except (AttributeError, TypeError):
+                named = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+            tensors = _flat_tensors(list(named.values()))
+            calls.append({"args": {str(k): _traced(v) for k, v in named.items()},
+                          "attached": any(t.requires_grad for t in tensors),
+                          "returned": [to_array(t) for t in _flat_tensors(out)]})
+        return out
+
+    def before_step(optimizer, args, kwargs):
+        grads = [p.grad.detach() for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        steps.append(float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads))) if grads else 0.0)
+
+    handle = register_optimizer_step_pre_hook(before_step)
+    klass.forward = traced
+    try:
+        train_fn(**dict(config or {}))
+    finally:
+        handle.remove()
+        if own is not None:
+            klass.forward = own
+        else:
+            del klass.forward
+    return {"calls": calls, "steps": steps}
+
+
+@probe
+@refusing_builtin_rnn
+def call_with_module(module, *, fn: str, cls: str, init_kwargs=None, state_dict=None, args=(), kwargs=None,
+                     seed: int | None = 0):
+    """``fn(obj, *args, **kwargs)`` with ``obj = module.<cls>(**init_kwargs)`` holding the given weights: a
+    function that takes a model (a measurement of its gradients, say). Arrays become tensors; torch's
+    generator is seeded with `seed` before the call. no_builtin_rnn=True refuses PyTorch's own recurrent
+    layers while it runs."""
+    f = _get(module, fn, "function")
+    obj = instantiate(module, cls, init_kwargs, state_dict, seed)
+    seed_everything(seed)
+    return f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
+
+
 @probe
 def call_with_tensors(module, *, fn: str, args=(), kwargs=None, grad_args=(), seed: int | None = 0):
     """``fn(*args, **kwargs)`` for a function written for torch tensors: arrays become tensors first.

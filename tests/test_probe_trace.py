@@ -1,0 +1,108 @@
+"""The probes that look inside a student's training loop and call a function of a model
+(`train_and_trace`, `call_with_module` in lmcourse.grading.sandbox.inside.probes), run in this
+process: what they record, and that they leave the student's class as they found it.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from lmcourse.grading.sandbox.inside import probes
+
+
+class Counter(nn.Module):
+    """A tiny recurrent model: forward(ids, state=None) -> (scores, state)."""
+
+    def __init__(self, d=3):
+        super().__init__()
+        self.embedding = nn.Embedding(5, d)
+        self.output = nn.Linear(d, 5)
+
+    def forward(self, ids, state=None):
+        h = self.embedding(ids).sum(dim=1)
+        if state is not None:
+            h = h + state
+        return self.output(h), h
+
+
+class Inherits(Counter):  # forward comes from the parent class
+    pass
+
+
+def train(steps, detach=True, clip=None, model_cls="Counter", evaluate=False):
+    torch.manual_seed(0)
+    model = globals()[model_cls]()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ids = torch.arange(8).reshape(2, 4) % 5
+    state = None
+    for step in range(steps):
+        if step == 2:
+            state = None
+        scores, state = model(ids, state=state)  # by keyword: recorded by the parameter's name
+        loss = nn.functional.cross_entropy(scores, torch.tensor([1, 2]))
+        optimizer.zero_grad()
+        loss.backward(retain_graph=not detach)
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        if detach:
+            state = state.detach()
+    if evaluate:
+        with torch.no_grad():
+            model(ids)  # not a training pass: not recorded
+    return model
+
+
+def _module():
+    return types.SimpleNamespace(train=train, Counter=Counter, Inherits=Inherits)
+
+
+def test_the_trace_records_each_training_pass_and_step():
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                             config={"steps": 4, "evaluate": True})
+    calls, steps = trace["calls"], trace["steps"]
+    assert len(calls) == len(steps) == 4  # the evaluation under no_grad is not a training pass
+    assert [c["args"]["state"] is None for c in calls] == [True, False, True, False]
+    assert not any(c["attached"] for c in calls)  # detached
+    np.testing.assert_array_equal(calls[0]["args"]["ids"], np.arange(8).reshape(2, 4) % 5)
+    np.testing.assert_array_equal(calls[1]["args"]["state"], calls[0]["returned"][1])  # carried
+    assert all(s > 0 for s in steps)
+    assert Counter.forward is Counter.__dict__["forward"] and Counter.forward.__name__ == "forward"
+
+
+def test_the_trace_shows_an_attached_state_and_the_norm_the_optimiser_sees():
+    attached = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                                config={"steps": 2, "detach": False})
+    assert [c["attached"] for c in attached["calls"]] == [False, True]
+    clipped = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                               config={"steps": 3, "clip": 1e-3})
+    assert all(s <= 1e-3 * (1 + 1e-6) for s in clipped["steps"])
+
+
+def test_the_trace_restores_an_inherited_forward():
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Inherits",
+                             config={"steps": 1, "model_cls": "Inherits"})
+    assert len(trace["calls"]) == 1
+    assert "forward" not in Inherits.__dict__ and Inherits.forward is Counter.forward
+
+
+def test_the_trace_needs_a_module_class():
+    with pytest.raises(probes.WrongResult):
+        probes.run_local("train_and_trace", types.SimpleNamespace(train=train, Counter=len), fn="train",
+                         cls="Counter", config={"steps": 1})
+
+
+def test_call_with_module_passes_the_model_with_its_weights():
+    def scale_of(model, x, factor=1.0):
+        return factor * model.output(x)
+
+    module = types.SimpleNamespace(Counter=Counter, scale_of=scale_of)
+    weights = {k: np.ones(v.shape, np.float32) for k, v in Counter().state_dict().items()}
+    out = probes.run_local("call_with_module", module, fn="scale_of", cls="Counter", state_dict=weights,
+                           args=[np.ones((1, 3), np.float32)], kwargs={"factor": 2.0})
+    np.testing.assert_allclose(out.detach().numpy(), np.full((1, 5), 8.0))  # 2 * (3 + 1)
