@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from lmcourse.grading.checks import check, expect_close, expect_equal, expect_shape
+from lmcourse.grading.checks import check, expect_close, expect_shape
 
 RTOL, ATOL = 1e-9, 1e-12  # counts are exact: probabilities agree to rounding
 UNSEEN = "zzz-never-seen"  # a word no vocabulary holds
