@@ -69,9 +69,11 @@ _ALLOWED = {normalise(line) for line in ALLOWED}
 
 
 def is_common(line: str) -> bool:
-    """True for a line too short or too generic to count as a leak."""
+    """True for a line too short or too generic to count as a leak (or with no letter or digit in it:
+    a Markdown table's rule ``|---|---|``, a row of ``=``)."""
     norm = normalise(line)
-    return len(norm) < MIN_CHARS or norm in _ALLOWED or bool(COMMON.match(" ".join(line.split())))
+    return (len(norm) < MIN_CHARS or norm in _ALLOWED or bool(COMMON.match(" ".join(line.split())))
+            or not any(c.isalnum() for c in line))
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,8 @@ def test_harmless_lines_are_not_leaks(fake_course):
                       "VOCAB = ['<BOS>', '<EOS>']", "pairs = zip(a, b)"])
     (site / "page.html").write_text(f"<pre>{html.escape(page)}</pre>")
     assert find_leaks(site, secret_lines(root / "solutions", root / "autograder")) == []
+    assert is_common("|---|---|---|---|---|") and is_common("=" * 40)  # a table's rule in a docstring and a page
+    assert not is_common("counts[(prev, word)] += 1  # the solution's line")
 
 
 def test_a_real_solution_line_planted_in_a_site_is_caught(tmp_path):
