@@ -211,19 +211,25 @@ def _tuning_case(reference, rng, markov, n):
 LOOSE, TIGHT = 0.05, 0.01  # nats per token above the best weights' held-out cross-entropy
 
 
+
+def _tuned_and_best(student, reference, rng, markov, n):
+    """(held-out nats with the student's tuned weights, with the best weights) on a fresh tuning case;
+    fails first unless the weights are n numbers >= 0 that sum to 1."""
+    model, heldout = _tuning_case(reference, rng, markov, n)
+    lam = expect_shape(student.tune_lambdas(model, heldout), (n,), what=f"tune_lambdas of a {n}-gram model")
+    if np.any(lam < 0) or abs(lam.sum() - 1) > 1e-6:
+        raise AssertionError(f"tune_lambdas of a {n}-gram model: weights must be >= 0 and sum to 1 "
+                             f"(within 1e-6); found {np.array2string(lam, precision=4)}")
+    found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
+    return found, _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
+
 @check(points=1, cell="test_tune_lambdas",
        name="tune_lambdas: n weights, non-negative, summing to 1, within 0.05 nats per token of the best",
        visibility="visible")
 def test_lambdas_valid(student, reference, rng, markov):
     for n in (2, 3):
-        model, heldout = _tuning_case(reference, rng, markov, n)
-        lam = expect_shape(student.tune_lambdas(model, heldout), (n,), what=f"tune_lambdas of a {n}-gram model")
-        if np.any(lam < 0) or abs(lam.sum() - 1) > 1e-6:
-            raise AssertionError(f"tune_lambdas of a {n}-gram model: weights must be >= 0 and sum to 1 "
-                                 f"(within 1e-6); found {np.array2string(lam, precision=4)}")
         # valid weights that were not tuned (uniform, a constant) must not earn the point
-        found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
-        best = _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
+        found, best = _tuned_and_best(student, reference, rng, markov, n)
         if not found <= best + LOOSE:
             raise AssertionError(f"tune_lambdas of a {n}-gram model: the weights are valid, but not tuned: with them "
                                  f"the held-out cross-entropy is {found:.4f} nats per token; the best weights reach "
@@ -234,12 +240,7 @@ def test_lambdas_valid(student, reference, rng, markov):
        name="tune_lambdas: held-out cross-entropy within 0.01 nats per token of the best weights")
 def test_lambdas_optimal(student, reference, rng, markov):
     for n in (2, 3, 4):
-        model, heldout = _tuning_case(reference, rng, markov, n)
-        lam = expect_shape(student.tune_lambdas(model, heldout), (n,), what=f"tune_lambdas of a {n}-gram model")
-        if np.any(lam < 0) or abs(lam.sum() - 1) > 1e-6:
-            raise AssertionError(f"tune_lambdas of a {n}-gram model: the weights are not >= 0 summing to 1")
-        found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
-        best = _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
+        found, best = _tuned_and_best(student, reference, rng, markov, n)
         if not found <= best + TIGHT:
             raise AssertionError(f"tune_lambdas of a {n}-gram model: with your weights the held-out cross-entropy is "
                                  f"{found:.4f} nats per token; the best weights reach {best:.4f} "
