@@ -233,6 +233,11 @@ NOT_VISIBLE = {
     # another's), and with subsampling ignored (the cell trains with sample=0)
     "train_sgns returns W_t + W_c",
     "train_sgns ignores sample (no subsampling)",
+    # 03-rnnlm's device variants: a tensor made without device= is on the CPU, like everything else in a
+    # visible cell run on the student's CPU; only the hidden checks' fake second device shows the mix
+    "Elman zero state made with the input's dtype but no device (on the CPU)",
+    "LSTM zero states made with the input's dtype but no device (on the CPU)",
+    "RNNLM makes the zero state itself, with the weights' dtype but no device",
 }
 
 

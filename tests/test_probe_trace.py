@@ -1,6 +1,7 @@
 """The probes that look inside a student's training loop and call a function of a model
 (`train_and_trace`, `call_with_module` in lmcourse.grading.sandbox.inside.probes), run in this
-process: what they record, and that they leave the student's class as they found it.
+process: what they record (the gradients each optimiser step receives, and the weights each
+forward pass found, included), and that they leave the student's class as they found it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,23 @@ class Inherits(Counter):  # forward comes from the parent class
     pass
 
 
-def train(steps, detach=True, clip=None, model_cls="Counter", evaluate=False):
+TARGETS = torch.tensor([1, 2])
+
+
+def _zero(model, optimizer, zeroing):
+    """The ways a training loop drops the last step's gradients (all correct), or "never" (the bug)."""
+    if zeroing == "zero_grad":
+        optimizer.zero_grad()
+    elif zeroing == "zeros":
+        optimizer.zero_grad(set_to_none=False)
+    elif zeroing == "model":
+        model.zero_grad()
+    elif zeroing == "none":
+        for p in model.parameters():
+            p.grad = None
+
+
+def train(steps, detach=True, clip=None, model_cls="Counter", evaluate=False, zeroing="zero_grad"):
     torch.manual_seed(0)
     model = globals()[model_cls]()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -44,8 +61,8 @@ def train(steps, detach=True, clip=None, model_cls="Counter", evaluate=False):
         if step == 2:
             state = None
         scores, state = model(ids, state=state)  # by keyword: recorded by the parameter's name
-        loss = nn.functional.cross_entropy(scores, torch.tensor([1, 2]))
-        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(scores, TARGETS)
+        _zero(model, optimizer, zeroing)
         loss.backward(retain_graph=not detach)
         if clip is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -82,6 +99,45 @@ def test_the_trace_shows_an_attached_state_and_the_norm_the_optimiser_sees():
     clipped = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
                                config={"steps": 3, "clip": 1e-3})
     assert all(s <= 1e-3 * (1 + 1e-6) for s in clipped["steps"])
+
+
+def _gradient_of_the_step(call) -> dict:
+    """The gradient of one step's loss alone, recomputed from the weights, ids and state the step's forward pass
+    was given (what a check's trusted side does with the reference model)."""
+    model = Counter()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in call["weights"].items()})
+    state = call["args"]["state"]
+    scores, _ = model(torch.from_numpy(call["args"]["ids"]), None if state is None else torch.from_numpy(state))
+    nn.functional.cross_entropy(scores, TARGETS).backward()
+    return {name: p.grad.numpy() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("zeroing", ["zero_grad", "zeros", "model", "none"])
+def test_the_trace_records_the_gradient_each_step_receives_and_the_weights_it_started_from(zeroing):
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                             config={"steps": 4, "zeroing": zeroing}, gradients=True)
+    calls, grads = trace["calls"], trace["gradients"]
+    assert len(calls) == len(grads) == 4 and [c["step"] for c in calls] == [0, 1, 2, 3]
+    assert set(grads[0]) == {"embedding.weight", "output.weight", "output.bias"}
+    assert not np.array_equal(calls[0]["weights"]["output.weight"], calls[1]["weights"]["output.weight"])
+    for call, received in zip(calls, grads):  # however the gradients are dropped, each step gets its own
+        for name, g in _gradient_of_the_step(call).items():
+            np.testing.assert_allclose(received[name], g, rtol=1e-5, atol=1e-7)
+
+
+def test_gradients_never_dropped_reach_the_next_step_and_the_trace_shows_it():
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                             config={"steps": 2, "zeroing": "never"}, gradients=True)
+    first, second = (_gradient_of_the_step(c) for c in trace["calls"])
+    np.testing.assert_allclose(trace["gradients"][0]["output.weight"], first["output.weight"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(trace["gradients"][1]["output.weight"],
+                               first["output.weight"] + second["output.weight"], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(trace["gradients"][1]["output.weight"], second["output.weight"], rtol=1e-3)
+
+
+def test_the_trace_records_weights_and_gradients_only_when_asked():
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter", config={"steps": 2})
+    assert trace["gradients"] == [] and not any("weights" in c for c in trace["calls"])
 
 
 def test_the_trace_restores_an_inherited_forward():

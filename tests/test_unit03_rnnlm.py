@@ -25,12 +25,15 @@ FF_FORWARD = "FeedForwardLM: logits and gradients match the reference with the s
 ELMAN_CELL = "ElmanCell: the next state and its gradients match nn.RNNCell with the same weights"
 ELMAN_LAYER = "ElmanRNN: outputs, last state and gradients match nn.RNN (batch_first) with the same weights"
 ELMAN_CARRY = "ElmanRNN: the state carries from each time step to the next"
-ELMAN_FLOAT64 = "ElmanCell and ElmanRNN in float64: the same results, in float64, from a given state and from None"
+ELMAN_FLOAT64 = ("ElmanCell and ElmanRNN follow the input's dtype and device: the same results in float64, and they "
+                 "run on a device other than the CPU, from a given state and from None")
 LSTM_CELL = "LSTMCell: (h, c) and their gradients match nn.LSTMCell with the same weights"
 LSTM_LAYER = "LSTM: outputs, (h_T, c_T) and gradients match nn.LSTM (batch_first) with the same weights"
 LSTM_CARRY = "LSTM: the state (h, c), cell state included, carries from each time step to the next"
-LSTM_FLOAT64 = "LSTMCell and LSTM in float64: the same results, in float64, from a given state and from None"
-RNNLM_FORWARD = "RNNLM: logits, state and gradients match the reference with the same weights (LSTM and Elman)"
+LSTM_FLOAT64 = ("LSTMCell and LSTM follow the input's dtype and device: the same results in float64, and they run "
+                "on a device other than the CPU, from a given state and from None")
+RNNLM_FORWARD = ("RNNLM: logits, state and gradients match the reference with the same weights (LSTM and Elman; in "
+                 "float64 too), and it runs on a device other than the CPU")
 RNNLM_CONTINUES = "RNNLM: passing the returned state back in continues the text"
 SAMPLE = "sample_next: draws follow softmax(logits / temperature) at temperatures 0.5, 1 and 2"
 GREEDY = "RNNLM.generate: at a tiny temperature, each new token is the most likely one given the text so far"
@@ -42,6 +45,7 @@ TRAINING = "train_lm: an LSTM LM trained on TinyShakespeare's characters reaches
 TRAIN_STEPS = ("train_lm, step by step: the batches in order, the state carried (detached) within a pass and reset "
                "at the start of each pass")
 TRAIN_CLIP = "train_lm, step by step: every optimiser step receives gradients clipped to the global norm clip"
+TRAIN_GRADIENTS = "train_lm, step by step: each optimiser step receives the gradient of that step's loss alone"
 GRADIENTS_SMALL = ("state_gradient_norms: one norm per step, as the reference's, for a small Elman and a small LSTM "
                    "model")
 GRADIENTS_DECAY = ("state_gradient_norms: the decay over 40 steps matches the reference's, Elman and LSTM (forget "
@@ -158,7 +162,7 @@ class LSTM(nn.Module):
     "gradients never zeroed between steps": ("train_lm", Edit(
         "        optimizer.zero_grad()\n", "",
         why="no zero_grad: the gradients of every step pile up"),
-        (TRAINING,)),
+        (TRAINING, TRAIN_GRADIENTS)),
     # issue 16: what the float32 checks on a CPU, and the final loss, could not see
     "batchify stub: the first block only, in one lane; B lanes of T + 1 tokens required": ("batchify", [
         Edit("if n_batches == 0:", "if len(ids) < B * (T + 1):",
@@ -176,6 +180,23 @@ class LSTM(nn.Module):
         "zeros = x.new_zeros(B, self.d_hidden)", "zeros = torch.zeros(B, self.d_hidden)",
         why="a fixed dtype and device: right in float32 on a CPU, wrong on a GPU and in float64"),
         (LSTM_FLOAT64, RNNLM_FORWARD)),
+    # what a CPU cannot show without a second device: float64 keeps the dtype right, the state stays on the CPU
+    "Elman zero state made with the input's dtype but no device (on the CPU)": ("ElmanRNN", Edit(
+        "h = x.new_zeros(B, self.d_hidden)", "h = torch.zeros(B, self.d_hidden, dtype=x.dtype)",
+        why="right in float32 and float64 on a CPU; on a GPU the state is on the CPU and the input is not"),
+        (ELMAN_FLOAT64, RNNLM_FORWARD)),
+    "LSTM zero states made with the input's dtype but no device (on the CPU)": ("LSTM", Edit(
+        "zeros = x.new_zeros(B, self.d_hidden)", "zeros = torch.zeros(B, self.d_hidden, dtype=x.dtype)",
+        why="right in float32 and float64 on a CPU; on a GPU the state is on the CPU and the input is not"),
+        (LSTM_FLOAT64, RNNLM_FORWARD)),
+    "RNNLM makes the zero state itself, with the weights' dtype but no device": ("RNNLM", Edit(
+        "        hidden, state = self.rnn(self.embedding(ids), state)  # (B, T, d_hidden)\n",
+        "        if state is None:\n"
+        "            zeros = torch.zeros(ids.shape[0], self.output.in_features, dtype=self.output.weight.dtype)\n"
+        "            state = (zeros, zeros) if isinstance(self.rnn, LSTM) else zeros\n"
+        "        hidden, state = self.rnn(self.embedding(ids), state)  # (B, T, d_hidden)\n",
+        why="the layers are right; the model's own zero state is on the CPU whatever the device"),
+        (RNNLM_FORWARD,)),
     "generate seeds a new generator for every token": ("RNNLM", Edit(
         "token = sample_next(logits[:, -1], temperature, generator).unsqueeze(1)",
         "token = sample_next(logits[:, -1], temperature, torch.Generator(device=device).manual_seed(seed)).unsqueeze(1)",
@@ -204,7 +225,8 @@ def state_gradient_norms(model, ids, targets):
 
 # Correct implementations other than the solution's (other algorithms, not renamings): each gets full marks.
 ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
-    "LSTM gates from four per-gate products; Elman input terms for all steps in one product": {
+    "LSTM gates from four per-gate products; Elman input terms for all steps in one product; zeros with "
+    "torch.zeros(..., device=, dtype=); model.zero_grad()": {
         "LSTMCell": Edit(
             "        gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh  # (B, 4d)\n"
             "        i, f, g, o = gates.chunk(4, dim=1)  # (B, d) each, in PyTorch's block order\n",
@@ -227,6 +249,12 @@ ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
             "            outputs[:, t] = h  # written into a preallocated tensor\n"
             "        return outputs, h",
             why="the input products hoisted out of the loop, the states written in place"),
+        "LSTM": Edit(
+            "zeros = x.new_zeros(B, self.d_hidden)",
+            "zeros = torch.zeros(B, self.d_hidden, device=x.device, dtype=x.dtype)",
+            why="the zero state made with the input's device and dtype spelt out"),
+        "train_lm": Edit("optimizer.zero_grad()", "model.zero_grad()",
+                         why="the model's zero_grad, not the optimiser's"),
     },
     "batchify by a loop over lanes; F.cross_entropy; stacked norms; training pass by pass": {
         "batchify": '''
@@ -283,7 +311,7 @@ def train_lm(train_ids, vocab_size, d_embed=32, d_hidden=128, batch_size=32, blo
     return model
 ''',
     },
-    "Gumbel-max sampling; gradient norms by retain_grad() and backward()": {
+    "Gumbel-max sampling; gradient norms by retain_grad() and backward(); gradients set to None by hand": {
         "sample_next": Edit(
             "    probs = F.softmax(logits / temperature, dim=-1)  # (B, V), rows sum to 1\n"
             "    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)",
@@ -302,6 +330,11 @@ def train_lm(train_ids, vocab_size, d_embed=32, d_hidden=128, batch_size=32, blo
             "    F.cross_entropy(model.output(states[-1]), targets).backward()\n"
             "    return torch.stack([h.grad.norm() for h in states])",
             why="backward() and each state's .grad instead of torch.autograd.grad"),
+        "train_lm": Edit(
+            "        optimizer.zero_grad()\n",
+            "        for p in model.parameters():\n"
+            "            p.grad = None  # as zero_grad(set_to_none=True) does\n",
+            why="the gradients dropped by hand"),
     },
 }
 ALTERNATES_THAT_TRAIN = ("batchify by a loop over lanes; F.cross_entropy; stacked norms; training pass by pass",)
@@ -309,7 +342,7 @@ ALTERNATES_THAT_TRAIN = ("batchify by a loop over lanes; F.cross_entropy; stacke
 
 class TestUnit03Rnnlm(UnitContract):
     AID = "03-rnnlm"
-    MAX_SCORE = 39
+    MAX_SCORE = 40
     STUDENT_FUNCTIONS = 19
     RELEASE_MUST_NOT_CONTAIN = ("torch.multinomial(", "s.detach()", "gates.chunk(4", "torch.autograd.grad(loss")
     VARIANTS = VARIANTS

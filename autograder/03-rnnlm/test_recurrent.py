@@ -9,6 +9,24 @@ Each cell and layer also runs in float64, on both sides (`compare_modules`'
 (``torch.zeros(B, d)`` is float32 on the CPU) passes every float32 check on a
 CPU and fails where the grader trains on a GPU; in float64 it fails on any
 machine, and so does a layer that computes in float32 inside.
+
+Float64 does not show a state made with the input's dtype but no device
+(``torch.zeros(B, d, dtype=x.dtype)``: on the CPU whatever the input's
+device). The same checks therefore also run the student's cell and layer (from
+a given state and from None) with parameters and inputs on a device other
+than the CPU (`expect_on_other_device`: fake tensors on PyTorch's "meta"
+device, no number computed), where such a tensor fails as on a GPU
+("Expected all tensors to be on the same device, but found at least two
+devices, cpu and meta!"); so does a tensor kept outside the parameters, and
+an output sent back to the CPU fails too. The solution, the alternates
+(``torch.zeros(..., device=x.device, dtype=x.dtype)``, states written into a
+preallocated ``x.new_empty``) and PyTorch's own layers run there; the
+known-wrong variants with the Elman or the LSTM state made without a device
+fail. What fake tensors cannot run (``.item()`` on a value, say) makes the
+probe inconclusive, and the check passes: a limit of the grader never costs
+a point. Cost: the first fake run of a grade takes about 1.2 s in the worker
+(PyTorch's fake-tensor machinery imports torch._dynamo once), each run after
+it 0.01-0.05 s.
 """
 
 from __future__ import annotations
@@ -16,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmcourse.grading.checks import check, expect_close, expect_shape
+from lmcourse.grading.compare import expect_on_other_device
 
 SCALE = 2.0
 SHAPES = [(4, 3, 5), (1, 6, 2), (3, 1, 7)]  # (B, d_in, d_hidden)
@@ -50,8 +69,9 @@ def test_elman_carries_state(student, rng, both, weights, torch_layers):
            state=lambda B, d: _normal(rng, B, d), what="the state h")
 
 
-@check(points=1, cell="test_elman", name="ElmanCell and ElmanRNN in float64: the same results, in float64, "
-                                        "from a given state and from None")
+@check(points=1, cell="test_elman", name="ElmanCell and ElmanRNN follow the input's dtype and device: the same "
+                                        "results in float64, and they run on a device other than the CPU, from "
+                                        "a given state and from None")
 def test_elman_float64(student, rng, compare, weights, torch_layers):
     _float64(student, rng, compare, weights, torch_layers, cell=("ElmanCell", "TorchElmanCell"),
              layer=("ElmanRNN", "TorchElmanRNN"), state=lambda B, d: _normal(rng, B, d), what="h")
@@ -78,8 +98,9 @@ def test_lstm_carries_state(student, rng, both, weights, torch_layers):
            state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)), what="the state (h, c)")
 
 
-@check(points=1, cell="test_lstm", name="LSTMCell and LSTM in float64: the same results, in float64, "
-                                       "from a given state and from None")
+@check(points=1, cell="test_lstm", name="LSTMCell and LSTM follow the input's dtype and device: the same "
+                                       "results in float64, and they run on a device other than the CPU, from "
+                                       "a given state and from None")
 def test_lstm_float64(student, rng, compare, weights, torch_layers):
     _float64(student, rng, compare, weights, torch_layers, cell=("LSTMCell", "TorchLSTMCell"),
              layer=("LSTM", "TorchLSTM"), state=lambda B, d: (_normal(rng, B, d), _normal(rng, B, d)),
@@ -87,7 +108,8 @@ def test_lstm_float64(student, rng, compare, weights, torch_layers):
 
 
 def _float64(student, rng, compare, weights, torch_layers, *, cell, layer, state, what):
-    """The cell, then the layer from a given state and from None, with both sides in float64."""
+    """The cell, then the layer from a given state and from None, with both sides in float64; then the
+    student's cell and layer (the same starts) on another device (`expect_on_other_device`)."""
     B, d_in, d, T = 3, 4, 5, 6
     (cls, trusted_cls), kw = cell, _kw(d_in, d)
     w = weights(torch_layers, trusted_cls, kw, seed=int(rng.integers(1 << 30)), scale=SCALE)
@@ -102,6 +124,16 @@ def _float64(student, rng, compare, weights, torch_layers, *, cell, layer, state
                 inputs=[_normal(rng, B, T, d_in), start], dtype="float64",
                 what=f"{cls}(d_in={d_in}, d_hidden={d}) in float64 (weights and inputs) on x ({B}, {T}, {d_in}) "
                      f"from " + (f"a given {what}" if start is not None else "None (zeros, made in float64)"))
+    # the same module on a device other than the CPU (fake tensors: no number computed, about 0.1 s a run)
+    (cls, _), (layer_cls, _) = cell, layer
+    expect_on_other_device(student, cls=cls, init_kwargs=kw, inputs=[_normal(rng, B, d_in), state(B, d)],
+                           what=f"{cls}(d_in={d_in}, d_hidden={d}) on x ({B}, {d_in}) and a given {what}",
+                           no_builtin_rnn=True)
+    for start in (state(B, d), None):
+        expect_on_other_device(student, cls=layer_cls, init_kwargs=kw, inputs=[_normal(rng, B, 3, d_in), start],
+                               what=f"{layer_cls}(d_in={d_in}, d_hidden={d}) on x ({B}, 3, {d_in}) from "
+                                    + (f"a given {what}" if start is not None else "None (zeros)"),
+                               no_builtin_rnn=True)
 
 
 def _cells(student, rng, compare, weights, torch_layers, *, cls, trusted_cls, state, what):

@@ -10,7 +10,9 @@ so a given implementation always gets the same outcome); the marginals alone
 miss a generator seeded again for every token (the second draw then repeats
 the first one's random number).
 
-The model's forward is also compared in float64, on both sides.
+The model's forward is also compared in float64, on both sides, and run on a
+device other than the CPU (`expect_on_other_device`): a zero state made
+without a device inside RNNLM itself, or in the student's layers it uses.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 from scipy.stats import chi2
 
 from lmcourse.grading.checks import check, expect_close, expect_equal, expect_shape
-from lmcourse.grading.compare import one_thread
+from lmcourse.grading.compare import expect_on_other_device, one_thread
 
 LM = dict(vocab_size=9, d_embed=5, d_hidden=7)
 MAX_TV = 0.03  # total variation between the draws' frequencies and the expected distribution
@@ -55,7 +57,8 @@ def _ids(result, shape, what):
     return arr.astype(np.int64)
 
 
-@check(points=2, cell="test_rnnlm", name="RNNLM: logits, state and gradients match the reference with the same weights (LSTM and Elman)")
+@check(points=2, cell="test_rnnlm", name="RNNLM: logits, state and gradients match the reference with the same weights "
+                                        "(LSTM and Elman; in float64 too), and it runs on a device other than the CPU")
 def test_rnnlm_forward(student, reference, rng, compare):
     for cell in ("lstm", "elman"):
         w = _lm_weights(reference, rng, cell)
@@ -73,6 +76,13 @@ def test_rnnlm_forward(student, reference, rng, compare):
     compare(student, cls="RNNLM", trusted=reference, trusted_cls="RNNLM", init_kwargs=dict(LM, cell="lstm"),
             weights=_lm_weights(reference, rng), inputs=[rng.integers(0, LM["vocab_size"], size=(3, 4)), state],
             rename=lambda name: name, what="RNNLM(cell='lstm') on ids (3, 4) from a given state (h, c)")
+    # on a device other than the CPU (fake tensors: no number computed, about 0.1-0.3 s a run)
+    ids = rng.integers(0, LM["vocab_size"], size=(3, 3))
+    for cell, start in (("lstm", None), ("elman", None), ("lstm", state)):
+        kw = dict(LM, cell=cell)
+        expect_on_other_device(student, cls="RNNLM", init_kwargs=kw, inputs=[ids, start], no_builtin_rnn=True,
+                               what=f"RNNLM({', '.join(f'{k}={v!r}' for k, v in kw.items())}) on ids (3, 3) from "
+                                    + ("state=None" if start is None else "a given state (h, c)"))
 
 
 @check(points=1, cell="test_rnnlm", name="RNNLM: passing the returned state back in continues the text")

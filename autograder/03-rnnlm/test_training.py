@@ -16,6 +16,25 @@ checks take about 0.1 s each, plus 2-3 s once per grade where they are the
 first to run an optimiser step in the worker (its warm-up; the training run
 pays it otherwise).
 
+One more step-by-step check sees what the final loss sees only by a thin margin
+(below): gradients never zeroed between steps. The same trace, with clipping
+off (clip = 1e6) and ``gradients=True``, records the model's weights at each
+forward pass and every parameter's gradient at each optimiser step; the grader
+loads each step's weights into the reference `RNNLM`, recomputes the gradient
+of the reference `lm_loss` on that step's batch (the student's own batchify's,
+as above) from that step's state, and requires the cosine between it and what
+the optimiser received to be at least 0.999. Only the direction counts, so a
+loss scaled by a constant (summed, not averaged: `lm_loss`'s checks grade
+that) and any global clipping pass, and so does every way of dropping the
+gradients (`optimizer.zero_grad()`, with or without `set_to_none`,
+`model.zero_grad()`, ``p.grad = None`` for each parameter, zeroing after the
+step). Measured on 20 random streams: the solution's cosines are 1 to within
+2e-16 at every step (the same float32 operations); gradients never zeroed give
+-0.15 to 0.95 at step 1 (0.69 in a grade) and at most 0.979 at any later step,
+so each of the 7 steps after the first would catch it alone. Where the first
+step already differs (nothing can have piled up yet), the message sends the
+student to the model and the loss first. The check takes under 0.1 s.
+
 The training run follows the contract of every graded training run
 (`lmcourse.grading.training`, whose docstring says what each part proves and
 what it does not):
@@ -51,7 +70,8 @@ Tiers (measured with the reference solution):
   relabelling, 2.17-2.26 under eight relabellings (2.257, 2.237, 2.244,
   2.228, 2.236, 2.214, 2.194, and 2.172 in the grader; mean 2.22, standard
   deviation 0.03: the closest of the known-wrong trainers to the threshold,
-  about 4 standard deviations above it); targets not shifted 12.2 (relabelled);
+  about 4 standard deviations above it; the step-by-step gradient check
+  above catches it with no margin to spare); targets not shifted 12.2 (relabelled);
   hidden state reset at every step 2.51 without relabelling (a character bigram
   model counted on the training text scores 2.48). The contract adds about 2 s to the check on one core (the
   solution, graded three times each way on a shared machine: 9.4-11.6 s
@@ -77,6 +97,7 @@ import torch
 
 from lmcourse.grading import training
 from lmcourse.grading.checks import check, expect_close
+from lmcourse.grading.compare import one_thread
 from lmcourse.grading.sandbox import StudentError
 
 CPU = dict(d_embed=32, d_hidden=128, batch_size=32, block_size=32, steps=300, lr=6e-3, clip=1.0, seed=0, device="cpu")
@@ -89,6 +110,8 @@ TRACE = dict(vocab_size=7, d_embed=4, d_hidden=6, batch_size=2, block_size=4, st
              device="cpu")
 TRACE_TOKENS = 27
 TRACE_CLIP = 0.01  # below every step's gradient norm in that setting (0.19-0.50 for the solution): each step clips
+GRADIENT_CLIP = 1e6  # far above them: nothing is clipped, whatever clip_grad_norm does below the threshold
+MIN_COSINE = 0.999  # between the gradient a step received and the reference's gradient of that step's loss
 
 
 @check(points=2, cell="test_loss_and_clipping", name="lm_loss: mean cross-entropy over all B x T positions, and its gradient",
@@ -154,12 +177,12 @@ def test_training_run(student, reference, tier):
         seed=0, no_builtin_rnn=True, timeout=600 if tier == "gpu" else 300)
 
 
-def _trace(student, rng, **changes):
+def _trace(student, rng, gradients=False, **changes):
     """(config, what, the probe's record) of the student's train_lm on a random stream in the TRACE setting."""
     config = dict(TRACE, **changes)
     stream = rng.integers(0, config["vocab_size"], size=TRACE_TOKENS)
     out = student.probe("train_and_trace", fn="train_lm", cls="RNNLM", config=dict(config, train_ids=stream),
-                        seed=0, no_builtin_rnn=True, timeout=120)
+                        seed=0, no_builtin_rnn=True, gradients=gradients, timeout=120)
     if not (isinstance(out, dict) and isinstance(out.get("calls"), list) and isinstance(out.get("steps"), list)):
         raise AssertionError("train_lm: the grader could not read what your training loop did")
     settings = ", ".join(f"{k}={config[k]!r}" for k in ("batch_size", "block_size", "steps", "clip"))
@@ -175,18 +198,27 @@ def _arrays(value) -> list:
     return [] if value is None else [value]
 
 
+def _batches(student, reference, stream, config) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y), each (n_batches, B, T): the student's own batchify's where it gives integer arrays of that form
+    (train_lm reads the student's own batches: a batchify mistake costs the points of Part 1, not these),
+    else the reference's."""
+    x, y = (t.numpy() for t in reference.batchify(stream, config["batch_size"], config["block_size"]))
+    try:
+        own = student.batchify(stream, config["batch_size"], config["block_size"])
+        own = [np.asarray(a) for a in own] if isinstance(own, (list, tuple)) and len(own) == 2 else None
+    except StudentError:
+        own = None
+    if own is not None and all(a.ndim == 3 and len(a) and np.issubdtype(a.dtype, np.integer) for a in own) \
+            and own[0].shape == own[1].shape:
+        x, y = own
+    return x, y
+
+
 @check(points=1, cell="test_training", name="train_lm, step by step: the batches in order, the state carried "
                                            "(detached) within a pass and reset at the start of each pass")
 def test_training_steps(student, reference, rng):
     config, stream, what, out = _trace(student, rng)
-    x = reference.batchify(stream, config["batch_size"], config["block_size"])[0].numpy()  # (n_batches, B, T)
-    try:  # train_lm reads the student's own batches: a batchify mistake costs the points of Part 1, not these
-        own = student.batchify(stream, config["batch_size"], config["block_size"])
-        own = np.asarray(own[0]) if isinstance(own, (list, tuple)) and len(own) == 2 else None
-    except StudentError:
-        own = None
-    if own is not None and own.ndim == 3 and len(own) and np.issubdtype(own.dtype, np.integer):
-        x = own
+    x, _ = _batches(student, reference, stream, config)
     calls, steps = out["calls"], config["steps"]
     if len(calls) != steps:
         raise AssertionError(f"{what}: expected one forward pass of the model (with gradients) per step, {steps} in "
@@ -237,3 +269,75 @@ def test_training_clips(student, reference, rng):
                                  f"{norm if not isinstance(norm, float) else f'{norm:.3g}'}; expected more than 0 "
                                  f"and at most clip = {TRACE_CLIP}. Clip after backward(), which computes the "
                                  "gradients, and before optimizer.step(), which uses them")
+
+
+@check(points=1, cell="test_training", name="train_lm, step by step: each optimiser step receives the gradient of "
+                                           "that step's loss alone")
+def test_training_gradients(student, reference, rng):
+    config, stream, what, out = _trace(student, rng, gradients=True, clip=GRADIENT_CLIP)
+    x, y = _batches(student, reference, stream, config)
+    calls, grads = out["calls"], out.get("gradients")
+    if not isinstance(grads, list) or len(grads) != config["steps"]:
+        raise AssertionError(f"{what}: expected {config['steps']} steps of the optimiser (torch.optim.Adam); "
+                             f"found {len(grads) if isinstance(grads, list) else 'none'}")
+    d = config["d_hidden"]
+    shape = dict(vocab_size=config["vocab_size"], d_embed=config["d_embed"], d_hidden=d)
+    trusted = training.TrustedModel(build=lambda: reference.RNNLM(**shape, cell="lstm"),
+                                    name=f"RNNLM({', '.join(f'{k}={v}' for k, v in shape.items())}) (an LSTM)")
+    checked = []
+    for j, received in enumerate(grads):
+        before = [c for c in calls if isinstance(c, dict) and c.get("step") == j]
+        if not before or not isinstance(received, dict):
+            continue  # no forward pass since the last step: the order of the loop is test_training_steps' concern
+        call = before[-1]
+        args = list(call.get("args", {}).values())
+        ids = args[0] if args else None
+        state = _arrays(args[1]) if len(args) > 1 else []
+        batch = [k for k in range(len(x)) if isinstance(ids, np.ndarray) and ids.shape == x[k].shape
+                 and np.array_equal(ids, x[k])]
+        if not batch or call.get("attached") or not (
+                state == [] or len(state) == 2 and all(a.shape == (len(ids), d) for a in state)):
+            continue  # a batch, or a state, the other checks grade
+        where = f"{what}: step {j}"
+        model = training.load_trusted(trusted, call.get("weights"), what=f"{where}, the model's weights before it")
+        expected = _reference_gradient(reference, model, ids, state, y[batch[0]])
+        found = [received.get(name) for name in expected]
+        if any(g is not None and (not isinstance(g, np.ndarray) or g.shape != e.shape)
+               for g, e in zip(found, expected.values())):
+            layout = ", ".join(f"{k} {v.shape}" for k, v in expected.items())
+            raise AssertionError(f"{where}: the gradients the optimiser received do not have the shapes of the "
+                                 f"model's parameters ({layout})")
+        g = np.concatenate([(f if f is not None else np.zeros_like(e)).astype(np.float64).ravel()
+                            for f, e in zip(found, expected.values())])
+        e = np.concatenate([v.ravel() for v in expected.values()])
+        norm = float(np.linalg.norm(g))
+        cosine = float(g @ e) / (norm * float(np.linalg.norm(e))) if norm > 0 and np.isfinite(norm) else 0.0
+        checked.append(j)
+        if cosine < MIN_COSINE:
+            if len(checked) == 1:
+                hint = ("This is the first step the grader follows: make RNNLM, the LSTM and lm_loss right first "
+                        "(their checks), and back-propagate this batch's loss")
+            else:
+                hint = (f"Step {checked[-2]} received the right one; each update must come from its own step's "
+                        "loss only")
+            raise AssertionError(
+                f"{where}: the gradients the optimiser received are not the gradient of this step's loss (the "
+                "reference model's, with the weights, the batch and the state of this step): their cosine is "
+                f"{cosine:.3f}, expected 1 (the gradient times any positive factor passes, clipped or not). {hint}")
+    if not any(j > 0 for j in checked):
+        raise AssertionError(f"{what}: the grader could not follow the steps (each step's batch, from batchify, "
+                             "and its state, None or (h, c) of shape (B, d_hidden)); see the step-by-step check of "
+                             "the batches and the state")
+
+
+def _reference_gradient(reference, model, ids, state, targets) -> dict[str, np.ndarray]:
+    """{name: float64 array}: the gradient of the reference lm_loss of `model` (the reference RNNLM with a
+    step's weights) on one batch, from `state` ([] for None, else [h, c]), computed here."""
+    model.zero_grad(set_to_none=True)
+    start = tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)) for a in state) or None
+    with one_thread(), torch.enable_grad():
+        logits, _ = model(torch.from_numpy(np.asarray(ids, dtype=np.int64)), start)
+        loss = reference.lm_loss(logits, torch.from_numpy(np.asarray(targets, dtype=np.int64)))
+        loss.backward()
+    return {name: (p.grad.double().numpy() if p.grad is not None else np.zeros(tuple(p.shape)))
+            for name, p in model.named_parameters()}

@@ -22,6 +22,13 @@ device inside the module (a zero state made with ``torch.zeros(B, d)`` is
 float32 on the CPU, whatever the input is), the bug that otherwise shows
 only where the grader has a GPU.
 
+A second device: `expect_on_other_device` runs the student's module with
+its parameters and inputs on a device other than the CPU (fake tensors on
+PyTorch's "meta" device, see the probe `forward_on_other_device`): a tensor
+made inside the module without a device (``torch.zeros(B, d, dtype=x.dtype)``
+is on the CPU, whatever the input's device) then fails as it would on a GPU,
+on a machine without one.
+
 Checks import it (``autograder/<id>/``), and so do benchmarks and the
 project's tests: one definition.
 """
@@ -36,7 +43,8 @@ import numpy as np
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.checks import expect_close
 
-__all__ = ["TOLERANCES", "as_dtype", "compare_modules", "flat", "one_thread", "random_weights", "run_both"]
+__all__ = ["TOLERANCES", "as_dtype", "compare_modules", "expect_on_other_device", "flat", "one_thread",
+           "random_weights", "run_both"]
 
 # (rtol, atol) of a comparison, by the dtype both sides run in (None: the weights' float32)
 TOLERANCES = {None: (1e-4, 1e-5), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-11)}
@@ -174,4 +182,54 @@ def compare_modules(student, *, cls: str, trusted, trusted_cls: str, init_kwargs
             raise AssertionError(f"{what}: no gradient reached the parameter {ours}")
         if r is not None:
             expect_close(g, r, what=f"{what}: gradient of {ours} (shape {tuple(r.shape)})", rtol=rtol, atol=atol)
+    return found
+
+
+OTHER_DEVICE = "meta"  # where `expect_on_other_device` puts the module: see the probe `forward_on_other_device`
+
+
+def expect_on_other_device(student, *, cls: str, inputs: list, what: str, init_kwargs: dict | None = None,
+                           weights: dict | None = None, **probe_options) -> dict:
+    """The student's ``cls(**init_kwargs)`` must run where its inputs are: on a device other than the CPU.
+
+    The probe `forward_on_other_device` runs the module once on the CPU (an
+    error there is the student's and fails the check as any error does),
+    then with its parameters and `inputs` as fake tensors on another device.
+    Fails (AssertionError) where an operation mixed a CPU tensor with the
+    others (a tensor made inside the module without a device), or where an
+    output came back elsewhere than on the inputs' device or not as on the
+    CPU (count, shape, dtype). Where the fake run failed for another reason
+    (an operation fake tensors cannot run, such as ``.item()``), the probe
+    cannot tell, and the check passes: a grader's limitation never costs a
+    point. `weights` (optional) in the student's names; `probe_options` go to
+    the probe (``no_builtin_rnn=True``). Returns the probe's result.
+    """
+    found = student.probe("forward_on_other_device", cls=cls, init_kwargs=init_kwargs, state_dict=weights,
+                          inputs=inputs, device=OTHER_DEVICE, **probe_options)
+    if not (isinstance(found, dict) and isinstance(found.get("outputs"), list) and isinstance(found.get("cpu"), list)):
+        raise AssertionError(f"{what}: the grader could not read what your module did on another device")
+    advice = ("Make every new tensor inside the module on the input's device (and with its dtype): "
+              "x.new_zeros(...), or torch.zeros(..., device=x.device, dtype=x.dtype)")
+    where = (f"{what}, with its parameters and inputs on a device other than the CPU (as on a GPU; the grader "
+             f"uses PyTorch's data-free {OTHER_DEVICE!r} device)")
+    if found.get("mismatch"):
+        raise AssertionError(f"{where}: it stopped with PyTorch's error \"{str(found['mismatch'])[:300]}\". A "
+                             "tensor made without a device (torch.zeros(B, d) is made on the CPU, whatever the "
+                             f"input's device) does not follow the input. {advice}")
+    if not found.get("ran"):
+        return found  # inconclusive: the fake run failed for a reason the probe cannot judge
+    outs, cpu = found["outputs"], found["cpu"]
+    if len(outs) != len(cpu):
+        raise AssertionError(f"{where}: it returned {len(outs)} tensor(s), and {len(cpu)} on the CPU")
+    for i, (o, c) in enumerate(zip(outs, cpu)):
+        if not (isinstance(o, dict) and isinstance(c, dict)):
+            raise AssertionError(f"{where}: the grader could not read your module's outputs")
+        if str(o.get("device", "")).split(":")[0] != OTHER_DEVICE:
+            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} came back on {o.get('device')}; "
+                                 "expected on the inputs' device. Keep the outputs where the inputs are (no .cpu() "
+                                 f"or .to('cpu') inside the module). {advice}")
+        if o.get("dtype") != c.get("dtype") or o.get("shape") != c.get("shape"):
+            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} is {o.get('dtype')} of shape "
+                                 f"{tuple(o.get('shape') or ())}; on the CPU it is {c.get('dtype')} of shape "
+                                 f"{tuple(c.get('shape') or ())}")
     return found

@@ -355,6 +355,118 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     return result
 
 
+# What PyTorch says when the tensors of one operation sit on two devices (in a fake mode's words too).
+_DEVICE_MISMATCH = ("on the same device", "two different devices", "is not on the expected device",
+                    "two devices")
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)[:2000]
+    except Exception:  # noqa: BLE001 (a student's exception whose __str__ fails)
+        return "<the exception's message could not be shown>"
+
+
+def _device_mismatch(exc: BaseException) -> bool:
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError
+    except ImportError:  # an older torch: the message alone tells
+        FakeTensorDeviceMismatchError = ()
+    if FakeTensorDeviceMismatchError and isinstance(exc, FakeTensorDeviceMismatchError):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in _message(exc) for m in _DEVICE_MISMATCH)
+
+
+def _summary(outs) -> list:
+    return [{"device": str(o.device), "dtype": str(o.dtype).replace("torch.", ""),
+             "shape": [int(d) for d in o.shape]} for o in outs]
+
+
+@probe
+@refusing_builtin_rnn
+def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=None, inputs=(), kwargs=None,
+                            seed: int | None = 0, device: str = "meta"):
+    """Does ``module.<cls>(**init_kwargs)`` run where its inputs are, on a device other than the CPU?
+
+    A tensor made inside a module without a device (``torch.zeros(B, d)``) is
+    made on the CPU whatever the input's device: right on a CPU, an error on
+    a GPU. The grader's machine may have no GPU, so the probe runs the module
+    with its parameters, buffers and inputs as *fake* tensors on another
+    device (PyTorch's ``FakeTensorMode``: shapes, dtypes and devices are
+    propagated, no number is computed), where every operation that mixes a
+    CPU tensor with the others fails as on a GPU. The default device is
+    "meta", not "cuda": on a CPU-only build of PyTorch, a fake CUDA tensor
+    cannot be indexed (``x[:, t]`` asks for a CUDA device guard) and one
+    that requires grad aborts the process; a fake "meta" tensor does neither
+    and mixes with a CPU tensor exactly as a CUDA one does (a 0-d CPU tensor
+    is allowed, any other is an error). Runs without gradients, and the fake
+    parameters do not require grad.
+
+    First the module runs for real on the CPU, with the given inputs (arrays
+    become tensors): an error there is the student's, and propagates as any
+    student error does. Then the fake run. Returns ``{"ran": bool,
+    "mismatch": PyTorch's message where an operation mixed devices, else
+    None, "inconclusive": "<type>: <message>" where the fake run failed
+    otherwise (an operation fake tensors cannot run, such as ``.item()``:
+    the probe cannot tell, and a check must not count it against the
+    student), else None, "outputs": [{"device", "dtype", "shape"}] of the
+    fake run's output tensors (flattened; empty unless it ran), "cpu": the
+    same of the real run}``. Untrusted like every probe's result.
+    no_builtin_rnn=True refuses PyTorch's own recurrent layers (`without_builtin_rnn`).
+    """
+    torch = _torch()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    obj = instantiate(module, cls, init_kwargs, state_dict, seed)
+    if not isinstance(obj, torch.nn.Module):
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
+    obj.eval()
+    xs = [to_tensor(x) for x in (inputs or ())]
+    kw = to_tensor(dict(kwargs or {}))
+    with torch.no_grad():
+        cpu = _summary(_flat_tensors(obj(*xs, **kw)))
+    result = {"ran": False, "mismatch": None, "inconclusive": None, "outputs": [], "cpu": cpu}
+    target = torch.device(device)
+
+    def fake(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty(x.shape, dtype=x.dtype, device=target)
+        if type(x) in (tuple, list):
+            return type(x)(fake(v) for v in x)
+        if isinstance(x, dict):
+            return {k: fake(v) for k, v in x.items()}
+        return x
+
+    try:
+        # allow_non_fake_inputs: a real tensor the module kept outside its parameters and buffers (which
+        # .to(device) does not move) becomes a fake one on the CPU, and mixes as it would on a GPU
+        with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True):
+            for sub in obj.modules():  # in place of Module._apply, which cannot swap some modules' parameters
+                for name, p in list(sub._parameters.items()):
+                    if p is not None:
+                        sub._parameters[name] = torch.nn.Parameter(fake(p.detach()), requires_grad=False)
+                for name, b in list(sub._buffers.items()):
+                    if b is not None:
+                        sub._buffers[name] = fake(b)
+                if hasattr(sub, "_init_flat_weights"):  # torch's recurrent layers keep a list of their weights
+                    sub._init_flat_weights()
+            fxs, fkw = fake(xs), fake(kw)
+            try:
+                outs = _flat_tensors(obj(*fxs, **fkw))
+            except Exception as exc:  # noqa: BLE001 (what the fake run's failure was decides its meaning)
+                if _device_mismatch(exc):
+                    result["mismatch"] = _message(exc)
+                else:
+                    result["inconclusive"] = f"{type(exc).__name__}: {_message(exc)}"
+                return result
+            result["ran"], result["outputs"] = True, _summary(outs)
+    except BuiltinRNNUsed:
+        raise
+    except Exception as exc:  # noqa: BLE001 (the fake mode itself failed: the probe cannot tell)
+        result["inconclusive"] = f"{type(exc).__name__}: {_message(exc)}"
+    return result
+
+
 @contextlib.contextmanager
 def _full_float32():
     """float32 matrix products in full precision (no TF32) while active, whatever the student's code set:
@@ -431,21 +543,31 @@ def _traced(value):
 
 @probe
 @refusing_builtin_rnn
-def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None = 0, max_calls: int = 1000):
+def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None = 0, max_calls: int = 1000,
+                    gradients: bool = False):
     """Run the student's training function ``fn(**config)`` and record what it does, step by step.
 
     - Every call of ``module.<cls>.forward`` (the student's model class) made with gradients enabled, so
       the training passes and not an evaluation under ``no_grad``: its arguments by parameter name
       (tensors as arrays, tuples and lists as lists, None as None), ``attached``: whether a tensor
-      argument requires grad (a state carried without ``detach()``), and ``returned``: the tensors it
-      returned, flattened.
+      argument requires grad (a state carried without ``detach()``), ``returned``: the tensors it
+      returned, flattened, and ``step``: how many optimiser steps came before it.
     - Every ``step()`` of any torch optimiser: the global L2 norm of the gradients of the optimiser's
       parameters just before the step, that is, what the update is computed from.
+    - With ``gradients=True``, also each call's ``weights``: the model's ``state_dict`` as the call
+      found it (``nn.Module.state_dict`` itself, not an override), and each step's ``gradients``: every
+      parameter's ``.grad`` just before the step (None where it has none), by the parameter's name in
+      the traced model (``"<parameter i>"`` for one it does not hold). A check then recomputes, with the
+      reference model on its side, the gradient of each step's loss from that step's weights, batch and
+      state, and sees whether the step received it or something else (gradients left over from earlier
+      steps, say).
 
-    Returns ``{"calls": [{"args": {...}, "attached": bool, "returned": [arrays]}], "steps": [float]}``
-    (at most `max_calls` calls recorded). For small configurations: everything recorded crosses the
-    wire. Untrusted like every probe's result: a check compares it with what the assignment's training
-    loop does. no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
+    Returns ``{"calls": [{"args": {...}, "attached": bool, "returned": [arrays], "step": int,
+    ("weights": {name: array})}], "steps": [float], "gradients": [{name: array or None}]}`` (at most
+    `max_calls` calls recorded; ``gradients`` is empty unless asked). For small configurations:
+    everything recorded crosses the wire. Untrusted like every probe's result: a check compares it with
+    what the assignment's training loop does. no_builtin_rnn=True refuses PyTorch's own recurrent
+    layers throughout.
     """
     import inspect
 
@@ -463,11 +585,19 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
         signature = inspect.signature(forward)
     except (TypeError, ValueError):
         signature = None
-    calls, steps = [], []
+    calls, steps, grads_seen = [], [], []
+    names: dict[int, str] = {}  # id(parameter) -> its name in the model last traced
 
     def traced(self, *args, **kwargs):
+        recording = torch.is_grad_enabled() and len(calls) < int(max_calls)
+        weights = None
+        if recording and gradients:
+            names.update({id(p): str(n) for n, p in self.named_parameters()})
+            weights = {str(k): to_array(v) for k, v in torch.nn.Module.state_dict(self).items()
+                       if isinstance(v, torch.Tensor)}
+        done = len(steps)
         out = forward(self, *args, **kwargs)
-        if torch.is_grad_enabled() and len(calls) < int(max_calls):
+        if recording:
             try:
                 bound = signature.bind(self, *args, **kwargs)
                 bound.apply_defaults()
@@ -475,14 +605,22 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
             except (AttributeError, TypeError):
                 named = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
             tensors = _flat_tensors(list(named.values()))
-            calls.append({"args": {str(k): _traced(v) for k, v in named.items()},
-                          "attached": any(t.requires_grad for t in tensors),
-                          "returned": [to_array(t) for t in _flat_tensors(out)]})
+            call = {"args": {str(k): _traced(v) for k, v in named.items()},
+                    "attached": any(t.requires_grad for t in tensors),
+                    "returned": [to_array(t) for t in _flat_tensors(out)], "step": done}
+            if weights is not None:
+                call["weights"] = weights
+            calls.append(call)
         return out
 
     def before_step(optimizer, args, kwargs):
-        grads = [p.grad.detach() for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        grads = [p.grad.detach() for p in params if p.grad is not None]
         steps.append(float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads))) if grads else 0.0)
+        if gradients and len(grads_seen) < int(max_calls):
+            grads_seen.append({names.get(id(p), f"<parameter {i}>"): (to_array(p.grad) if p.grad is not None
+                                                                      else None)
+                               for i, p in enumerate(params)})
 
     handle = register_optimizer_step_pre_hook(before_step)
     klass.forward = traced
@@ -494,7 +632,7 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
             klass.forward = own
         else:
             del klass.forward
-    return {"calls": calls, "steps": steps}
+    return {"calls": calls, "steps": steps, "gradients": grads_seen}
 
 
 @probe
