@@ -219,11 +219,18 @@ def test_rule_scan_flags_what_could_switch_the_guard_off(cheat):
 
 
 def test_rule_scan_passes_every_reference_solution():
+    """Each solution keeps the rules its checks apply (``no_builtin_rnn=True`` in autograder/<id>/), and holds
+    nothing that could switch a guard off; a built-in that no rule of its unit refuses is allowed (nn.GRU
+    in a unit that refuses built-in attention only)."""
     from lmcourse.grading import notebook as nbmod, rules
 
     for path in sorted((ROOT / "solutions").glob("*/*.ipynb")):
-        ext = nbmod.extract_reference(load_source(ROOT, path.parent.name))
-        assert rules.scan(ext) == {}, path.parent.name
+        aid = path.parent.name
+        found = rules.scan(nbmod.extract_reference(load_source(ROOT, aid)))
+        checks = "".join(f.read_text() for f in sorted((ROOT / "autograder" / aid).glob("*.py")))
+        for keyword in (k for k in rules.RULES if f"{k}=True" in checks):
+            assert rules.applying(found, keyword) == {}, (aid, keyword)
+        assert all(rules.families(what) for what in found), (aid, found)
 
 
 # --------------------------------------------------------------------------- 8. budgets

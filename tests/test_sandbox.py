@@ -198,6 +198,7 @@ def test_forged_replies_are_never_taken_for_a_later_answer():
 PROBE_MODULE = src('''
     import torch
     from torch import nn
+    from torch.nn.functional import scaled_dot_product_attention as sdpa  # bound at import, before any guard
 
     class Block(nn.Module):
         def __init__(self, d, hidden=8):
@@ -223,6 +224,10 @@ PROBE_MODULE = src('''
             self.cell = nn.LSTMCell(d, d)
         def forward(self, x):
             return self.cell(x)[0]
+
+    class BuiltInAttention(nn.Module):  # PyTorch's own attention, through the name bound at import
+        def forward(self, x):
+            return sdpa(x, x, x)
 
     def mean_square(x, scale=1.0):
         return scale * (x ** 2).mean()
@@ -345,6 +350,18 @@ def test_probe_refuses_builtin_rnn_only_when_asked(probe_worker, trusted_module)
         with pytest.raises(probes.BuiltinRNNUsed):
             torch.nn.GRUCell(3, 4)(torch.ones(2, 3))
     assert torch.nn.LSTM(3, 4)(torch.ones(1, 2, 3))[0].shape == (1, 2, 4)
+
+
+def test_probe_refuses_builtin_attention_only_when_asked(probe_worker):
+    """As with recurrent layers; the student's module called PyTorch's function by a name it bound at import."""
+    x = np.ones((2, 3, 4), np.float32)
+    kw = dict(cls="BuiltInAttention", inputs=[x], grad=False)
+    with pytest.raises(StudentError) as e:
+        probe_worker.probe("module_forward", no_builtin_attention=True, **kw)
+    assert e.value.kind == "exception" and "BuiltinAttentionUsed" in e.value.message
+    assert "asks for attention written with tensor operations" in e.value.message
+    assert e.value.message.startswith("`BuiltInAttention` raised")
+    assert probe_worker.probe("module_forward", **kw)["outputs"][0].shape == (2, 3, 4)  # restored afterwards
 
 
 # ------------------------------------------------------------------ partial mode (no namespaces)

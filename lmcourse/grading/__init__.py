@@ -24,10 +24,10 @@ The path of a submission, top-down; no module imports one above it
     bounded     reading a submission in a child process with a memory and time budget
     notebook    reading notebooks defensively, their structure, code extraction
     plugin      the pytest plugin that turns hidden checks into scores
-    rules       how the code is written (e.g. no built-in RNN), verified outside the worker
+    rules       how the code is written (no built-in RNN, no built-in attention), verified outside the worker
     compare     a student's module against a trusted one, same weights
     training    the contract of a graded training run
-    layers      PyTorch's own layers behind the assignments' interfaces
+    layers      PyTorch's own layers (recurrent, attention) behind the assignments' interfaces
     checks      what a hidden check is made of (``check``, ``expect_*``)
     sandbox/    the worker: plan, bwrap, staging, reaping, messages, limits
     sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, main

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from lmcourse.grading.checks import info_of
+from lmcourse.grading.rules import RULES, applying, describe
 
 MAX_MESSAGE = 1500
 
@@ -59,10 +60,11 @@ class StudentProxy:
     def probe(self, probe_name: str, *, timeout: float | None = None, **kwargs) -> Any:
         label = kwargs.get("name") or kwargs.get("fn") or kwargs.get("cls") or probe_name
         self._plugin._note_function(label)
-        if kwargs.get("no_builtin_rnn"):
-            # The worker refuses the built-in layers while the probe runs; the student's code could
-            # switch that guard off, so the rule is verified here too, from the source (`rules`).
-            self._plugin.require_no_builtin_rnn(str(label))
+        for keyword in RULES:
+            if kwargs.get(keyword):
+                # The worker refuses the built-ins while the probe runs; the student's code could
+                # switch that guard off, so the rule is verified here too, from the source (`rules`).
+                self._plugin.require_rule(keyword, str(label))
         return self._worker.probe(probe_name, timeout=timeout, **kwargs)
 
     def has(self, name: str) -> bool:
@@ -103,17 +105,17 @@ class GradingPlugin:
         self._started: dict[str, float] = {}
         self.StudentError = _student_error_type()
 
-    def require_no_builtin_rnn(self, label: str) -> None:
-        """Fail the current check (as the student's error) when the answer cells could use a
-        built-in recurrent layer or switch off the worker's guard against one."""
-        if not self.findings or self.StudentError is None:
+    def require_rule(self, keyword: str, label: str) -> None:
+        """Fail the current check (as the student's error) when the answer cells could use a built-in
+        that the rule `keyword` (``"no_builtin_rnn"``, see `rules.RULES`) refuses, or switch off the
+        worker's guard against one."""
+        found = applying(self.findings, keyword)
+        if not found or self.StudentError is None:
             return
-        from lmcourse.grading.rules import describe
-
+        rule = RULES[keyword]
         raise self.StudentError(
-            "exception", f"`{label}` was not run: this assignment asks for the recurrence written with tensor "
-            f"operations, and your answer cells use {describe(self.findings)}. Built-in recurrent layers "
-            "(nn.RNN, nn.LSTM, nn.GRU and their cells), torch's kernel tables, dynamic code (eval, exec, "
+            "exception", f"`{label}` was not run: this assignment asks for {rule.asks_for}, and your answer "
+            f"cells use {describe(found)}. {rule.refused}, torch's kernel tables, dynamic code (eval, exec, "
             "computed getattr) and the grader's own modules are not allowed in this assignment's answers",
             name=label)
 

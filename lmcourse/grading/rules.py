@@ -1,16 +1,25 @@
 """Rules about *how* a student's code is written, verified outside the worker.
 
 Some assignments ask for a thing written by hand: 03-rnnlm's recurrences are
-to be written with tensor operations, not with PyTorch's ``nn.LSTM``. Inside
-the worker a guard makes PyTorch's recurrent kernels raise while the checks
-run (`probes.without_builtin_rnn`), but the worker is the student's process:
-one line of the student's code can switch any guard there off. So the rule is
-also verified here, in the trusted process, from the submission's source (the
-answer cells only; given code is the release's): a reference to a built-in
-recurrent layer, or to anything that could reach past the guard (the grader's
-own modules, torch's kernel tables, dynamic code and attribute tricks), fails
-every check that relies on the rule, with a message that names what was found
-and where. Both the runtime guard and this scan must hold.
+to be written with tensor operations, not with PyTorch's ``nn.LSTM``, and
+04-attention's attention without ``F.scaled_dot_product_attention`` or
+``nn.MultiheadAttention``. Each such rule has a keyword that a check passes to
+a probe (``no_builtin_rnn=True``, ``no_builtin_attention=True``; `RULES`).
+Inside the worker a guard then makes PyTorch's built-ins raise while the probe
+runs (`probes.without_builtins`), but the worker is the student's process: one
+line of the student's code can switch any guard there off. So the rule is also
+verified here, in the trusted process, from the submission's source (the
+answer cells only; given code is the release's): a reference to one of the
+rule's built-ins, or to anything that could reach past the guard (the
+grader's own modules, torch's kernel tables, dynamic code and attribute
+tricks), fails every check that relies on the rule, with a message that names
+what was found and where. Both the runtime guard and this scan must hold.
+
+One scan serves every rule (`scan`): it records all it finds, and `applying`
+picks what counts against one rule. A finding that names one rule's built-ins
+counts against that rule only (04-attention's students may use ``nn.GRU``
+under ``no_builtin_attention``); a finding that names none of them (``sys``,
+``eval``, the grader's internals) counts against every rule.
 
 What this does not prove: a program can always hide its intent better than a
 list of names can see (that is Rice's theorem, not a gap in the list). The
@@ -25,19 +34,65 @@ plain data: ``{name: [(cell grade_id, line in cell), ...]}``.
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 
-# PyTorch's recurrent layers as attributes (nn.LSTM, torch.nn.modules.rnn.LSTMCell, ...) and as
-# names imported from torch. (The assignment's own classes are also called LSTM and LSTMCell, so a
-# bare name is the student's own; only an attribute or an import from torch is the built-in.)
-BUILTIN_RNN_LAYERS = frozenset({"RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNNCellBase"})
-# torch's recurrent kernels and the tables that hold them (torch._VF.lstm_cell, torch._C, torch.ops.aten...).
-TORCH_KERNELS = frozenset({"_VF", "_VariableFunctions", "_C", "aten", "rnn_tanh", "rnn_relu", "rnn_tanh_cell",
-                           "rnn_relu_cell", "lstm_cell", "gru_cell", "quantized_lstm", "_thnn_fused_lstm_cell"})
+
+@dataclass(frozen=True)
+class Rule:
+    """What one rule refuses, as the source shows it, and how its message says so.
+
+    layers: torch's public names that the assignment's own code may share (its classes are also called
+    LSTM and LSTMCell, its function scaled_dot_product_attention): flagged as an attribute
+    (``nn.LSTM``, ``F.scaled_dot_product_attention``) or an import from torch, never as a bare name.
+    kernels: torch's internal names for the same, flagged wherever they appear.
+    asks_for, refused: the message's words for what the assignment asks for and what is not allowed.
+    """
+
+    layers: frozenset[str]
+    kernels: frozenset[str]
+    asks_for: str
+    refused: str
+
+    @property
+    def names(self) -> frozenset[str]:
+        return self.layers | self.kernels
+
+
+# The probes' keyword -> the rule. `probes.REFUSALS` has the same keys: the guard inside the worker.
+RULES = {
+    "no_builtin_rnn": Rule(
+        layers=frozenset({"RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNNCellBase"}),
+        kernels=frozenset({"rnn_tanh", "rnn_relu", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
+                           "quantized_lstm", "_thnn_fused_lstm_cell"}),
+        asks_for="the recurrence written with tensor operations",
+        refused="Built-in recurrent layers (nn.RNN, nn.LSTM, nn.GRU and their cells)"),
+    "no_builtin_attention": Rule(
+        layers=frozenset({"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention",
+                          "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                          "TransformerDecoderLayer", "flex_attention"}),
+        kernels=frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd",
+                           "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps",
+                           "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                           "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                           "_fused_sdp_choice", "_triton_multi_head_attention", "_triton_scaled_dot_attention",
+                           "_flash_attention_forward_no_dropout_inplace"}),
+        asks_for="attention written with tensor operations",
+        refused="Built-in attention (F.scaled_dot_product_attention, nn.MultiheadAttention, the nn.Transformer "
+                "layers)"),
+}
+# Every rule's layers, as the scan looks for them.
+BUILTIN_LAYERS = frozenset().union(*(rule.layers for rule in RULES.values()))
+# torch's kernel tables (torch._VF.lstm_cell, torch._C, torch.ops.aten...), a way past any guard, and every
+# rule's kernels.
+TORCH_TABLES = frozenset({"_VF", "_VariableFunctions", "_C", "aten"})
+TORCH_KERNELS = TORCH_TABLES.union(*(rule.kernels for rule in RULES.values()))
 # The grader's own code inside the worker: the package the sandbox copies there (its name there is
-# `lmcourse.grading.sandbox.staging.INSIDE_NAME`; a test keeps the two equal) and what the guard is made of.
+# `lmcourse.grading.sandbox.staging.INSIDE_NAME`; a test keeps the two equal) and what the guards are made of.
 INSIDE_PACKAGE = "lmc_inside"
-GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtin_rnn", "refusing_builtin_rnn",
-                              "BUILTIN_RNN", "BuiltinRNNUsed", "PROBES"})
+GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_builtins", "without_builtin_rnn",
+                              "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION",
+                              "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "PROBES"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",
@@ -60,7 +115,7 @@ def _record(found: dict, name: str, node: ast.AST) -> None:
 
 
 def scan(code: str) -> dict[str, list[int]]:
-    """What in ``code`` could use a built-in recurrent layer or switch the grader's guard off.
+    """What in ``code`` could use a built-in that a rule refuses, or switch the grader's guards off.
 
     Returns ``{what: [line numbers]}`` (empty when nothing was found). ``code``
     that does not parse gives ``{}`` (its cell is left out of the module anyway).
@@ -94,7 +149,7 @@ def scan(code: str) -> dict[str, list[int]]:
                 bad = (top in MODULES - set(ALLOWED_MODULE_ATTRS)
                        or (module in ALLOWED_MODULE_ATTRS and a.name not in ALLOWED_MODULE_ATTRS[module])
                        or module.startswith("lmcourse.grading")
-                       or (top == "torch" and (a.name in BUILTIN_RNN_LAYERS | TORCH_KERNELS | TORCH_RISKY_ATTRS
+                       or (top == "torch" and (a.name in BUILTIN_LAYERS | TORCH_KERNELS | TORCH_RISKY_ATTRS
                                                or a.name == "*"))
                        or top in GRADER_INTERNALS
                        or any(p in TORCH_KERNELS | GRADER_INTERNALS for p in module.split(".")[1:]))
@@ -106,7 +161,7 @@ def scan(code: str) -> dict[str, list[int]]:
             attr = node.attr
             base = node.value.id if isinstance(node.value, ast.Name) else None
             module = aliases.get(base, "") if base else ""
-            if attr in BUILTIN_RNN_LAYERS:
+            if attr in BUILTIN_LAYERS:
                 # self.LSTM / obj.LSTM would be the student's own; a module's attribute is torch's layer
                 if base not in ("self", "cls"):
                     _record(found, f".{attr}", node)
@@ -124,7 +179,7 @@ def scan(code: str) -> dict[str, list[int]]:
             name = node.args[1]
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                 _record(found, f"{node.func.id} with a computed name", node)
-            elif name.value in BUILTIN_RNN_LAYERS | TORCH_KERNELS | GRADER_INTERNALS | DUNDERS:
+            elif name.value in BUILTIN_LAYERS | TORCH_KERNELS | GRADER_INTERNALS | DUNDERS:
                 _record(found, f"{node.func.id}(..., {name.value!r})", node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
             text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
@@ -149,6 +204,22 @@ def scan_answers(source: str, line_map, answer_cells) -> dict[str, list[list]]:
                 if first <= n <= last:
                     out.setdefault(what, []).append([gid, n - first + 1])
     return out
+
+
+def families(what: str) -> set[str]:
+    """The rules (keywords) whose built-ins a finding names: ``".LSTMCell"`` -> {"no_builtin_rnn"};
+    ``"sys.modules"`` -> set()."""
+    words = set(re.findall(r"[A-Za-z_]\w*", what))
+    return {keyword for keyword, rule in RULES.items() if words & rule.names}
+
+
+def applying(found: dict, keyword: str) -> dict:
+    """The findings that count against the rule `keyword`: those that name its built-ins, and those that
+    name no rule's built-ins (what could switch any guard off). A finding about another rule's built-ins
+    (``nn.GRU`` under ``no_builtin_attention``) does not count."""
+    if keyword not in RULES:
+        raise KeyError(f"no rule {keyword!r}: one of {sorted(RULES)}")
+    return {what: where for what, where in found.items() if not families(what) or keyword in families(what)}
 
 
 def describe(found: dict) -> str:

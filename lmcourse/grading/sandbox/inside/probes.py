@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import random
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -169,57 +171,157 @@ def instantiate(module, cls: str, init_kwargs=None, state_dict=None, seed=None, 
     return obj
 
 
+# --------------------------------------------------------------------------- #
+# refusing PyTorch's built-ins, for assignments that ask for a layer written by hand
+# --------------------------------------------------------------------------- #
+
+class BuiltinUsed(RuntimeError):
+    """Raised inside the student's code when it calls a PyTorch built-in that the assignment asks it
+    to write with tensor operations (see `without_builtins`)."""
+
+
+class BuiltinRNNUsed(BuiltinUsed):
+    """One of PyTorch's built-in recurrent layers (nn.RNN, nn.LSTM, nn.GRU, their cells) was called."""
+
+
+class BuiltinAttentionUsed(BuiltinUsed):
+    """PyTorch's built-in attention (F.scaled_dot_product_attention, nn.MultiheadAttention, the
+    nn.Transformer layers) was called."""
+
+
 # Torch's fused recurrent kernels, which nn.RNN, nn.LSTM, nn.GRU and their cells call.
 BUILTIN_RNN = ("rnn_tanh", "rnn_tanh_cell", "rnn_relu", "rnn_relu_cell", "lstm", "lstm_cell", "gru", "gru_cell")
 
+# Torch's attention functions, which every built-in path to attention calls: F.scaled_dot_product_attention
+# (it *is* torch._C._nn.scaled_dot_product_attention, a C function) and its backends;
+# F.multi_head_attention_forward, which nn.MultiheadAttention calls, and with it every nn.Transformer* layer;
+# the fused kernels that nn.MultiheadAttention and nn.TransformerEncoderLayer call instead in inference
+# (eval mode, no gradients); and flex_attention.
+BUILTIN_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention_forward", "_native_multi_head_attention",
+                     "_transformer_encoder_layer_fwd", "_scaled_dot_product_attention_math",
+                     "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                     "flex_attention")
 
-class BuiltinRNNUsed(RuntimeError):
-    """Raised inside the student's code when an assignment that asks for a recurrent layer
-    written with tensor operations calls one of PyTorch's built-in recurrent layers."""
+
+@dataclass(frozen=True)
+class Refusal:
+    """A family of PyTorch built-ins that an assignment can refuse.
+
+    names: the functions refused; owners: the modules in which PyTorch's own code looks them up when it
+    calls them (a name is replaced in each owner that has it); error and message (``{name}``: the
+    function called): what a call raises.
+    """
+
+    names: tuple[str, ...]
+    owners: tuple[str, ...]
+    error: type
+    message: str
+
+
+# The probes' keyword (``no_builtin_rnn=True``) -> what it refuses. `lmcourse.grading.rules.RULES` has the
+# same keys: the scan of the source that verifies each rule outside the worker.
+REFUSALS = {
+    "no_builtin_rnn": Refusal(
+        BUILTIN_RNN, ("torch._VF", "torch"), BuiltinRNNUsed,
+        "PyTorch's built-in recurrent layer was called (torch's `{name}` kernel, used by nn.RNN, nn.LSTM, nn.GRU "
+        "and their cells); this assignment asks for the recurrence written with tensor operations"),
+    "no_builtin_attention": Refusal(
+        BUILTIN_ATTENTION, ("torch.nn.functional", "torch._C._nn", "torch", "torch.nn.attention.flex_attention"),
+        BuiltinAttentionUsed,
+        "PyTorch's built-in attention was called (torch's `{name}`, one of the functions behind "
+        "F.scaled_dot_product_attention, nn.MultiheadAttention and the nn.Transformer layers); this assignment "
+        "asks for attention written with tensor operations"),
+}
+
+_ABSENT = object()  # what a name that is not there holds
+
+
+def _owner(path: str):
+    """The module at `path`, imported if need be (a function imported later would escape), or None."""
+    try:
+        return importlib.import_module(path)
+    except ImportError:  # a torch without it: nothing there to refuse
+        return None
+
+
+def _refuse(refusal: Refusal, name: str) -> Callable:
+    def builtin(*args, **kwargs):
+        raise refusal.error(refusal.message.format(name=name))
+    return builtin
 
 
 @contextlib.contextmanager
-def without_builtin_rnn(active: bool = True):
-    """While active, PyTorch's built-in recurrent kernels raise `BuiltinRNNUsed`.
+def without_builtins(*refusals: Refusal, module=None):
+    """While active, calling one of the refusals' functions raises the refusal's error.
 
-    nn.RNN / nn.LSTM / nn.GRU and their cells all end in ``torch._VF.<kernel>``
-    (and ``torch.<kernel>`` is the same function), so replacing those names
-    catches the layers however they were imported. Deliberate evasion (calling
-    torch._C directly) is possible: this catches the honest mistake, and the
-    other checks still compare every number.
+    Where the name is bound decides what replacing it catches. PyTorch's layers look their kernels up when
+    they are called (nn.LSTM calls ``torch._VF.lstm``, nn.MultiheadAttention calls
+    ``F.multi_head_attention_forward``), so replacing the name in the module that holds it catches the
+    layer however the student imported the layer. A function the student calls directly is different:
+    ``from torch.nn.functional import scaled_dot_product_attention`` at the top of the student's module binds
+    the function itself to a name in the student's module, at import time, before any guard, and no
+    attribute of torch's changes what that name holds. So the guard also replaces, in `module` (the
+    student's module, which every probe receives), each global name that holds one of the functions.
+
+    What it cannot see is a function kept somewhere else since import time (a default argument, a class
+    attribute), or torch's C functions reached another way: the source scan (`lmcourse.grading.rules`)
+    flags every way of naming one, and the checks compare every number anyway. (A TorchFunctionMode would
+    see every call, but it costs every tensor operation a Python call: measured, 25-45% more time for a
+    small recurrent model's forward and backward, which a graded training run would pay.)
+
+    Everything replaced is put back on exit, also when the student's code raises.
     """
-    if not active:
-        yield
-        return
-    torch = _torch()
-
-    def refuse(name):
-        def builtin(*args, **kwargs):
-            raise BuiltinRNNUsed(f"PyTorch's built-in recurrent layer was called (torch's `{name}` kernel, used by "
-                                 "nn.RNN, nn.LSTM, nn.GRU and their cells); this assignment asks for the "
-                                 "recurrence written with tensor operations")
-        return builtin
-
-    saved = {}
+    undo = []  # (namespace, name, what it held), in the order replaced
     try:
-        for name in BUILTIN_RNN:
-            saved[name] = torch.__dict__.get(name)
-            setattr(torch._VF, name, refuse(name))
-            if name in torch.__dict__:
-                setattr(torch, name, refuse(name))
+        for refusal in refusals:
+            stand_ins = {}  # id(original function) -> (the original, what replaces it)
+            for path in refusal.owners:
+                owner = _owner(path)
+                if owner is None:
+                    continue
+                for name in refusal.names:
+                    original = getattr(owner, name, _ABSENT)
+                    if original is _ABSENT:
+                        continue
+                    if id(original) not in stand_ins:
+                        stand_ins[id(original)] = (original, _refuse(refusal, name))
+                    namespace = vars(owner)  # torch._VF finds its kernels by __getattr__: a name set here wins
+                    undo.append((namespace, name, namespace.get(name, _ABSENT)))
+                    namespace[name] = stand_ins[id(original)][1]
+            namespace = getattr(module, "__dict__", None)
+            if isinstance(namespace, dict):
+                for key, value in list(namespace.items()):
+                    original, stand_in = stand_ins.get(id(value), (None, None))
+                    if stand_in is not None and value is original:
+                        undo.append((namespace, key, value))
+                        namespace[key] = stand_in
         yield
     finally:
-        for name, original in saved.items():
-            torch._VF.__dict__.pop(name, None)
-            if original is not None:
-                setattr(torch, name, original)
+        for namespace, name, held in reversed(undo):
+            if held is _ABSENT:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = held
 
 
-def refusing_builtin_rnn(fn: Callable) -> Callable:
-    """Give a probe the keyword ``no_builtin_rnn``: when True, it runs inside `without_builtin_rnn`."""
+def without_builtin_rnn(active: bool = True, module=None):
+    """While active, PyTorch's built-in recurrent layers raise `BuiltinRNNUsed` (see `without_builtins`)."""
+    return without_builtins(*([REFUSALS["no_builtin_rnn"]] if active else []), module=module)
+
+
+def without_builtin_attention(active: bool = True, module=None):
+    """While active, PyTorch's built-in attention raises `BuiltinAttentionUsed` (see `without_builtins`)."""
+    return without_builtins(*([REFUSALS["no_builtin_attention"]] if active else []), module=module)
+
+
+def refusing_builtins(fn: Callable) -> Callable:
+    """Give a probe the keywords of `REFUSALS`: with ``no_builtin_rnn=True`` or ``no_builtin_attention=True``
+    (or both) it runs with those built-ins refused in the student's code (`without_builtins`)."""
     @functools.wraps(fn)
-    def run(module, *args, no_builtin_rnn: bool = False, **kwargs):
-        with without_builtin_rnn(no_builtin_rnn):
+    def run(module, *args, **kwargs):
+        asked = [refusal for keyword, refusal in REFUSALS.items() if kwargs.pop(keyword, False)]
+        with without_builtins(*asked, module=module):
             return fn(module, *args, **kwargs)
     return run
 
@@ -229,13 +331,14 @@ def refusing_builtin_rnn(fn: Callable) -> Callable:
 # --------------------------------------------------------------------------- #
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwargs=None,
                 state_dict=None, seed=None, tensors: bool = False):
     """Instantiate `cls` (weights optional) and return ``obj.<method>(*args, **kwargs)``.
 
     tensors=True turns array arguments into torch tensors first.
-    no_builtin_rnn=True refuses PyTorch's own recurrent layers (`without_builtin_rnn`).
+    no_builtin_rnn=True and no_builtin_attention=True refuse PyTorch's own recurrent layers and
+    attention (`refusing_builtins`).
     """
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     if type(method) is not str or method.startswith("__"):
@@ -303,7 +406,7 @@ def _grad_of(x):
 
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, inputs=(), kwargs=None,
                    grad: bool = True, grad_outputs=None, seed: int | None = 0, train: bool = False,
                    dtype: str | None = None):
@@ -316,8 +419,9 @@ def module_forward(module, *, cls: str, init_kwargs=None, state_dict=None, input
     `seed` (so a trusted `run_local` with the same seed uses the same ones).
 
     A tuple or list input (an LSTM's ``(h, c)``) gets a tuple or list of
-    gradients in ``input_grads``. no_builtin_rnn=True refuses PyTorch's own
-    recurrent layers while the module is built and run (`without_builtin_rnn`).
+    gradients in ``input_grads``. no_builtin_rnn=True (no_builtin_attention=True)
+    refuses PyTorch's own recurrent layers (attention) while the module is built
+    and run (`refusing_builtins`).
 
     Returns ``{"outputs": [arrays], "input_grads": [array or None],
     "param_grads": {name: array or None}}``.
@@ -383,7 +487,7 @@ def _summary(outs) -> list:
 
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=None, inputs=(), kwargs=None,
                             seed: int | None = 0, device: str = "meta"):
     """Does ``module.<cls>(**init_kwargs)`` run where its inputs are, on a device other than the CPU?
@@ -412,7 +516,8 @@ def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=No
     student), else None, "outputs": [{"device", "dtype", "shape"}] of the
     fake run's output tensors (flattened; empty unless it ran), "cpu": the
     same of the real run}``. Untrusted like every probe's result.
-    no_builtin_rnn=True refuses PyTorch's own recurrent layers (`without_builtin_rnn`).
+    no_builtin_rnn=True (no_builtin_attention=True) refuses PyTorch's own recurrent layers (attention),
+    in both runs (`refusing_builtins`).
     """
     torch = _torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -460,7 +565,7 @@ def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=No
                     result["inconclusive"] = f"{type(exc).__name__}: {_message(exc)}"
                 return result
             result["ran"], result["outputs"] = True, _summary(outs)
-    except BuiltinRNNUsed:
+    except BuiltinUsed:
         raise
     except Exception as exc:  # noqa: BLE001 (the fake mode itself failed: the probe cannot tell)
         result["inconclusive"] = f"{type(exc).__name__}: {_message(exc)}"
@@ -484,7 +589,7 @@ def _full_float32():
 
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
                        eval_kwargs=None, weights: bool = False):
     """The probe of a graded training run (`lmcourse.grading.training`).
@@ -500,7 +605,8 @@ def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: 
     Returns ``{"logits": array (the model's output, or its first element),
     "dtype": the logits' torch dtype as text, "state_dict": {name: array} or
     None}``. Everything in it is untrusted: the contract checks it.
-    no_builtin_rnn=True refuses PyTorch's own recurrent layers throughout.
+    no_builtin_rnn=True (no_builtin_attention=True) refuses PyTorch's own recurrent layers (attention)
+    throughout.
     """
     torch = _torch()
     if eval_inputs is None:
@@ -542,7 +648,7 @@ def _traced(value):
 
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None = 0, max_calls: int = 1000,
                     gradients: bool = False):
     """Run the student's training function ``fn(**config)`` and record what it does, step by step.
@@ -566,8 +672,8 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
     ("weights": {name: array})}], "steps": [float], "gradients": [{name: array or None}]}`` (at most
     `max_calls` calls recorded; ``gradients`` is empty unless asked). For small configurations:
     everything recorded crosses the wire. Untrusted like every probe's result: a check compares it with
-    what the assignment's training loop does. no_builtin_rnn=True refuses PyTorch's own recurrent
-    layers throughout.
+    what the assignment's training loop does. no_builtin_rnn=True (no_builtin_attention=True) refuses
+    PyTorch's own recurrent layers (attention) throughout.
     """
     import inspect
 
@@ -636,13 +742,13 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
 
 
 @probe
-@refusing_builtin_rnn
+@refusing_builtins
 def call_with_module(module, *, fn: str, cls: str, init_kwargs=None, state_dict=None, args=(), kwargs=None,
                      seed: int | None = 0):
     """``fn(obj, *args, **kwargs)`` with ``obj = module.<cls>(**init_kwargs)`` holding the given weights: a
     function that takes a model (a measurement of its gradients, say). Arrays become tensors; torch's
-    generator is seeded with `seed` before the call. no_builtin_rnn=True refuses PyTorch's own recurrent
-    layers while it runs."""
+    generator is seeded with `seed` before the call. no_builtin_rnn=True (no_builtin_attention=True) refuses
+    PyTorch's own recurrent layers (attention) while it runs."""
     f = _get(module, fn, "function")
     obj = instantiate(module, cls, init_kwargs, state_dict, seed)
     seed_everything(seed)
