@@ -233,6 +233,12 @@ NOT_VISIBLE = {
     # another's), and with subsampling ignored (the cell trains with sample=0)
     "train_sgns returns W_t + W_c",
     "train_sgns ignores sample (no subsampling)",
+    # ... and the schedule, noise and optimiser variants, which show only on the hidden corpora built for each
+    # (the visible cell trains 3 epochs with sample=0 at word2vec's lr)
+    "train_sgns: noise distribution from the counts after subsampling (each epoch's kept words)",
+    "train_sgns: noise distribution from the expected counts after subsampling (counts * keep)",
+    "train_sgns: learning rate restarts from lr at every epoch",
+    "train_sgns: SparseAdam instead of plain SGD (the autograd trainer)",
     # 03-rnnlm's device variants: a tensor made without device= is on the CPU, like everything else in a
     # visible cell run on the student's CPU; only the hidden checks' fake second device shows the mix
     "Elman zero state made with the input's dtype but no device (on the CPU)",

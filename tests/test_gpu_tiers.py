@@ -10,7 +10,7 @@ known-wrong variants that the training check is written to catch, with
 threshold, the numbers a calibration note quotes.
 
 Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps).
-02-word2vec's four training checks are short planted-cluster runs with no
+02-word2vec's seven training checks are short planted-cluster runs with no
 tier of their own; 01-ngrams trains nothing.
 """
 

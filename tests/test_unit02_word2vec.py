@@ -31,6 +31,9 @@ TRAINING = "train_sgns: planted word clusters are recovered (similar within, not
 TRAINING_SCHEDULE = "train_sgns: pairs shuffled and a learning rate decaying to about 0 (a corpus sorted by cluster)"
 TRAINING_TARGET = "train_sgns: returns the target vectors W_t (words that are each other's contexts are not made alike)"
 TRAINING_SUBSAMPLING = "train_sgns: `sample` subsamples frequent words (a stop word between every two words, window 1)"
+TRAINING_STEP = "train_sgns: a small learning rate with large batches (lr=0.001, 24,576 pairs a batch)"
+TRAINING_NOISE = "train_sgns: the same clusters with and without subsampling a word that is never a context"
+TRAINING_DECAY = "train_sgns: the learning rate over one long epoch and over 70 short ones"
 
 # name -> (function replaced, the wrong version: Edit(s) of the solution's own definition, or a whole
 # definition where the variant is another implementation; checks that must score 0)
@@ -110,6 +113,28 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         "keep = keep_probabilities(counts, sample) if sample else np.ones(V)", "keep = np.ones(V)",
         why="every word is always kept"),
         (TRAINING_SUBSAMPLING,)),
+    # Issue 16, the trainers that passed every check until then (SparseAdam, a variant of the autograd
+    # trainer, is added below it).
+    "train_sgns: noise distribution from the counts after subsampling (each epoch's kept words)": ("train_sgns", Edit(
+        "words[:, 1:] = table[rng.integers(0, len(table), size=(len(centres), K))]",
+        "kept_table = np.repeat(np.arange(V, dtype=np.int32),\n"
+        "                               np.round(noise_distribution(np.bincount(ids, minlength=V))\n"
+        "                                        * (1 << 20)).astype(np.int64))\n"
+        "        words[:, 1:] = kept_table[rng.integers(0, len(kept_table), size=(len(centres), K))]",
+        why="the noise words are drawn from count ** 0.75 of the words this epoch's subsampling kept"),
+        (TRAINING_NOISE,)),
+    "train_sgns: noise distribution from the expected counts after subsampling (counts * keep)": ("train_sgns", Edit(
+        "noise = noise_distribution(counts)", "noise = noise_distribution(counts * keep)",
+        why="a frequent word's noise probability falls with its keep probability"),
+        (TRAINING_NOISE,)),
+    "train_sgns: learning rate restarts from lr at every epoch": ("train_sgns", Edit(
+        "progress = (epoch + start / N) / epochs", "progress = start / N",
+        why="progress within the epoch only: the rate falls from lr to about 0 in every epoch"),
+        (TRAINING_DECAY,)),
+    "train_sgns: learning rate falls per epoch only (constant within an epoch)": ("train_sgns", Edit(
+        "progress = (epoch + start / N) / epochs", "progress = epoch / epochs",
+        why="as a scheduler stepped once per epoch: lr in the first epoch, lr / epochs in the last"),
+        (TRAINING_DECAY,)),
 }
 
 # Correct implementations other than the solution's (other algorithms), which must get full marks.
@@ -248,6 +273,19 @@ def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, 
     return W_t
 '''
 
+
+def _edited(source: str, old: str, new: str) -> str:
+    """`source` with `old` (present exactly once) replaced by `new`: a variant of an alternate cannot drift."""
+    if source.count(old) != 1:
+        raise ValueError(f"expected {old!r} exactly once in the alternate trainer")
+    return source.replace(old, new)
+
+
+# the autograd trainer with torch's Adam for sparse gradients in place of plain SGD
+VARIANTS["train_sgns: SparseAdam instead of plain SGD (the autograd trainer)"] = (
+    "train_sgns", _edited(autograd_trainer, "sgd = torch.optim.SGD(", "sgd = torch.optim.SparseAdam("),
+    (TRAINING_STEP,))
+
 ALTERNATES = {
     "inverse-CDF negatives, log1p log-sigmoid, looped pairs, one-pass subsampling, lexsort, scipy softmax":
         other_algorithms,
@@ -261,7 +299,7 @@ ALTERNATES = {
 
 class TestUnit02Word2vec(UnitContract):
     AID = "02-word2vec"
-    MAX_SCORE = 30
+    MAX_SCORE = 33
     STUDENT_FUNCTIONS = 14
     RELEASE_MUST_NOT_CONTAIN = ("np.logaddexp", "index_add_(")
     VARIANTS = VARIANTS
