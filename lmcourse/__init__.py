@@ -7,6 +7,9 @@ this package, so each idea is defined once:
                           train/validation split, vocabularies, batching
 - :mod:`lmcourse.device`  CUDA / CPU choice and seeding
 - :mod:`lmcourse.plots`   figures used by the book
+- :mod:`lmcourse.diagrams` model diagrams drawn by code (unrolled RNN, LSTM cell, ...)
+- :mod:`lmcourse.ngram`   interpolated Kneser–Ney over ids: the count-based baseline
+- :mod:`lmcourse.seq2seq` the toy transduction task of Unit 4 (reversal), batching, exact match
 - :mod:`lmcourse.grading` the trusted grader
 - :mod:`lmcourse.cli`     the ``lmcourse`` command
 """
