@@ -51,6 +51,10 @@ COMMON = re.compile(
 ALLOWED = {
     "return p / p.sum()",  # normalise a vector of counts into a distribution
     "loss.backward()",  # backpropagate: every PyTorch training loop has it
+    "B, T, _ = x.shape",  # unpacking a (B, T, d) input's shape
+    "return weights @ v, weights",  # attention's last step, returning the (outputs, weights) that 04's spec names;
+    # the chapter's `attention` stops there, short of the assignment's masked softmax and fully masked rows
+    "self.combine = nn.Linear(2 * d_hidden, d_hidden)",  # 04's Part 4 gives this layer in its table of parameters
 }
 MIN_CHARS = 12  # after removing whitespace: shorter lines (`x=0`, `i+=1`) are everywhere
 

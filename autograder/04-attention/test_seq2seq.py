@@ -1,0 +1,179 @@
+"""Checks for Parts 4 and 5: the attention decoder against the reference with the same weights, greedy
+decoding, and the graded training run on the reversal task (`lmcourse.seq2seq`).
+
+The decoder is compared with the reference solution's ``AttentionSeq2Seq`` (its architecture is
+prescribed: the table of Part 4), weights drawn as PyTorch initialises them times 1.5: logits, attention
+weights and every parameter's gradient, on padded sources, in float32 and float64. ``nn.GRU`` is allowed
+(the encoder is given and uses it); PyTorch's attention is refused.
+
+The training run follows the contract of every graded training run (`lmcourse.grading.training`), with
+the pieces that fit a sequence-to-sequence model scored by exact match:
+
+1. No secret relabelling: reversal commutes with any relabelling of the digits (reversing the relabelled
+   string is relabelling the reversed one), so a relabelling would prove nothing here. What the student's
+   code cannot know in advance is the held-out strings: they are drawn from `training.secret_rng()`,
+   fresh for every grade, 50 at each length 15-20 (longer than most training strings, which are uniform
+   on 4-20: these are the lengths where one vector cannot hold the source).
+2. Causality by perturbation, in the same batch (`EvalBatch`, `check_causal`): the probe
+   `train_and_evaluate` runs the trained model once, teacher-forced, on 48 of the held-out pairs plus 6
+   copies whose decoder inputs from a secret position k on are replaced (each copy with its pair's
+   source), rows in a secret order; a prediction before k that moves fails ("reads later tokens"). A
+   decoder without a causal structure would otherwise score well teacher-forced and never be asked why.
+3. The score from what the grader controls (`TrustedModel`): the probe returns the model's state_dict,
+   the grader loads it into the reference ``AttentionSeq2Seq``, requires the student's teacher-forced
+   logits to match the reference's with those weights (`check_match`), and then decodes the 300
+   held-out sources greedily *with the reference's code*, in this process. The exact-match accuracy is the
+   share of them that come out entirely right (`lmcourse.seq2seq.trim` cuts at the first <EOS>).
+4. Finite values: logits finite as float32 (`finite_logits`) and weights finite (`load_trusted`); an
+   accuracy is compared as ``not (accuracy >= threshold)``, so a NaN fails.
+
+What it does not stop (as the contract says): weights trained elsewhere and carried in the notebook score
+like honestly trained ones.
+
+Tiers (the reference solution; torch 2.13.0 CPU, one thread, a shared and loaded 2-core machine,
+2026-11-23; exact match on 240-300 fresh strings of lengths 15-20):
+- cpu: 600 steps, batch 64, GRU 128, Adam 3e-3, lengths 4-20. The solution's training seeds 0-4: 0.875,
+  0.696, 0.800, 0.817, 0.817 (min 0.696); the graded run (seed 0, through the real grader) passes. Known
+  wrong: the decoder without attention (context zeros, the chapter's bottleneck model) 0.000 (seed 0; 0.00
+  at every length 15-20, 0.03 at 14); the decoder attending to its own past states 0.000 (seed 0). The
+  threshold 0.40 sits 0.30 below the solution's worst seed and 0.40 above both known-wrong decoders.
+  Training takes 33-49 s of CPU on one core (600 steps), greedy decoding and the contract a few seconds more.
+- gpu: 2000 steps, batch 128, GRU 256. NOT calibrated: no GPU was lent to the session that wrote this
+  check, so its threshold is the CPU tier's (0.40), a floor the larger model must clear by far, until a
+  run on a GPU measures it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lmcourse.grading import training
+from lmcourse.grading.checks import check, expect_shape
+from lmcourse.grading.compare import one_thread
+from lmcourse.seq2seq import BOS_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
+    seq2seq_batch, trim
+
+SEQ = dict(vocab_size=VOCAB_SIZE, d_emb=8, d_hidden=12)
+CPU = dict(steps=600, batch_size=64, lr=3e-3, min_len=4, max_len=20, d_emb=32, d_hidden=128, seed=0, device="cpu")
+GPU = dict(steps=2000, batch_size=128, lr=2e-3, min_len=4, max_len=20, d_emb=64, d_hidden=256, seed=0,
+           device="cuda")
+CPU_THRESHOLD = 0.40
+GPU_THRESHOLD = 0.40  # uncalibrated on a GPU: the CPU tier's (see the docstring)
+EVAL_LENGTHS = tuple(range(15, 21))
+PER_LENGTH = 50
+TEACHER_FORCED = 48  # held-out pairs also run teacher-forced, for the causality and match checks
+
+
+def _weights(reference, rng, scale=1.5):
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    model = reference.AttentionSeq2Seq(**SEQ)
+    return {k: (scale * v).numpy().astype(np.float32) for k, v in model.state_dict().items()}
+
+
+def _batch(rng, n, min_len, max_len):
+    return seq2seq_batch(reversal_pairs(n, min_len, max_len, rng))
+
+
+@check(points=2, cell="test_decoder", name="AttentionSeq2Seq: logits, attention weights and gradients match the "
+                                          "reference with the same weights (teacher forcing, padded sources; "
+                                          "float32 and float64)", visibility="visible")
+def test_decoder(student, reference, rng, compare):
+    for n, lo, hi in ((4, 2, 7), (1, 5, 5), (6, 1, 9)):
+        batch = _batch(rng, n, lo, hi)
+        src, tgt_in = batch.src.numpy(), batch.tgt_in.numpy()
+        w = _weights(reference, rng)
+        for dtype in (None, "float64"):
+            compare(student, cls="AttentionSeq2Seq", trusted=reference, trusted_cls="AttentionSeq2Seq",
+                    init_kwargs=SEQ, weights=w, inputs=[src, tgt_in], dtype=dtype,
+                    what=f"AttentionSeq2Seq(d_emb=8, d_hidden=12) on src {src.shape} (lengths {lo}-{hi}, padded) and "
+                         f"tgt_in {tgt_in.shape}{' in float64' if dtype else ''}")
+
+
+@check(points=1, cell="test_decoder", name="AttentionSeq2Seq.greedy_decode: each token is the most likely one given "
+                                          "<BOS> and the tokens before it")
+def test_greedy_decode(student, reference, rng, rules):
+    w = _weights(reference, rng, scale=2.0)
+    model = reference.AttentionSeq2Seq(**SEQ)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+    model.train(False)
+    for n, lo, hi, max_len in ((5, 3, 8, 9), (1, 1, 1, 1), (8, 2, 12, 14)):
+        src = _batch(rng, n, lo, hi).src.numpy()
+        what = f"greedy_decode(src {src.shape}, max_len={max_len}) of AttentionSeq2Seq(d_emb=8, d_hidden=12)"
+        ys = student.probe("call_method", cls="AttentionSeq2Seq", method="greedy_decode", init_kwargs=SEQ,
+                           state_dict=w, args=[src, max_len], tensors=True, **rules)
+        ys = expect_shape(ys, (n, max_len), what=what)
+        if not np.issubdtype(ys.dtype, np.integer) or ys.min() < 0 or ys.max() >= VOCAB_SIZE:
+            raise AssertionError(f"{what}: expected token ids 0..{VOCAB_SIZE - 1} (int64), found {ys.dtype} from "
+                                 f"{ys.min()} to {ys.max()}")
+        prefix = np.concatenate([np.full((n, 1), BOS_ID), ys[:, :-1]], axis=1)
+        with one_thread(), torch.no_grad():
+            logits, _ = model(torch.from_numpy(src), torch.from_numpy(prefix.astype(np.int64)))
+        logp = torch.log_softmax(logits.double(), dim=-1).numpy()  # (n, max_len, V)
+        chosen = np.take_along_axis(logp, ys[..., None].astype(np.int64), axis=-1)[..., 0]
+        gap = logp.max(axis=-1) - chosen  # 0 where the chosen token is the most likely
+        if np.any(gap > 1e-4):
+            b, t = (int(i) for i in np.argwhere(gap > 1e-4)[0])
+            raise AssertionError(f"{what}: row {b}, step {t}: the token chosen is {gap[b, t]:.3g} nats less likely "
+                                 "than the most likely one given <BOS> and the tokens generated before it (the "
+                                 "reference model's scores with the same weights)")
+
+
+def _eval_rows(pairs, rng):
+    """(EvalBatch over the decoder inputs of the first TEACHER_FORCED pairs, the source of every row, the
+    lanes' decoder inputs, their sources)."""
+    batch = seq2seq_batch(pairs[:TEACHER_FORCED])
+    src, tgt_in = batch.src.numpy(), batch.tgt_in.numpy()
+    evb = training.EvalBatch.build(tgt_in, VOCAB_SIZE, training.COPIES, rng)
+    rows = np.empty((len(evb.inputs), src.shape[1]), dtype=np.int64)
+    rows[evb.lane_rows] = src
+    for row, source, _ in evb.copies:
+        rows[row] = rows[source]
+    return evb, rows, tgt_in, src
+
+
+@check(points=4, cell="test_training", name="train_reverser: the trained model reverses enough held-out strings of "
+                                           "15-20 digits exactly (greedy decoding)")
+def test_training_run(student, reference, tier, rules):
+    config, threshold = (GPU, GPU_THRESHOLD) if tier == "gpu" else (CPU, CPU_THRESHOLD)
+    rng = training.secret_rng()
+    pairs = reversal_pairs_by_length(EVAL_LENGTHS, PER_LENGTH, rng)
+    order = rng.permutation(len(pairs))
+    pairs = [pairs[i] for i in order]
+    evb, rows, tgt_in, src = _eval_rows(pairs, rng)
+    settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    what = f"train_reverser({settings})"
+    out = student.probe("train_and_evaluate", fn="train_reverser", config=config, eval_inputs=rows,
+                        eval_kwargs={"tgt_in": evb.inputs}, weights=True, timeout=600 if tier == "gpu" else 300,
+                        **rules)
+    if not isinstance(out, dict) or "logits" not in out:
+        raise AssertionError(f"{what}: the grader could not read your model's outputs")
+    shown = (f"{what}, then model(src, tgt_in) on {len(rows)} rows: {evb.lanes} held-out pairs and "
+             f"{len(evb.copies)} copies whose tgt_in was replaced from some position on")
+    logits = training.finite_logits(out["logits"], (len(rows), tgt_in.shape[1], VOCAB_SIZE), what=f"{shown}: "
+                                    "the logits")
+    training.check_causal(logits, evb, what=shown)
+    shape = dict(vocab_size=VOCAB_SIZE, d_emb=config["d_emb"], d_hidden=config["d_hidden"])
+    name = f"AttentionSeq2Seq({', '.join(f'{k}={v}' for k, v in shape.items())})"
+    sources = torch.from_numpy(src)
+    trusted = training.TrustedModel(build=lambda: reference.AttentionSeq2Seq(**shape), name=name,
+                                    forward=lambda model, x: model(sources, x)[0])
+    model = training.load_trusted(trusted, out.get("state_dict"), what=what)
+    expected = training.finite_logits(training.trusted_logits(trusted, model, tgt_in), evb.held_out(logits).shape,
+                                      what=f"{what}: the logits the grader computes from your model's weights")
+    training.check_match(evb.held_out(logits), expected, what=shown, name=name)
+    held_out, _ = pad_batch([s for s, _ in pairs])
+    with one_thread():
+        ys = model.greedy_decode(held_out, held_out.shape[1] + 1).tolist()
+    right = [trim(y) == t for y, (_, t) in zip(ys, pairs)]
+    accuracy = float(np.mean(right))
+    if not (accuracy >= threshold):
+        by_length = {L: np.mean([r for r, (s, _) in zip(right, pairs) if len(s) == L]) for L in EVAL_LENGTHS}
+        shown_lengths = ", ".join(f"{L}: {a:.2f}" for L, a in by_length.items())
+        raise AssertionError(
+            f"{what}: the grader loaded your model's weights into {name} and decoded {len(pairs)} held-out strings "
+            f"of {EVAL_LENGTHS[0]}-{EVAL_LENGTHS[-1]} digits greedily; {accuracy:.3f} of them came out exactly "
+            f"reversed (by length: {shown_lengths}); a correct implementation reaches at least {threshold:.2f} "
+            "with these settings (a decoder without attention reaches about 0.00). Check that the decoder's "
+            "queries attend to the encoder's states with the padding masked, the loss ignores the padding, and "
+            "every step clips and updates")
