@@ -182,6 +182,25 @@ def test_two_assignments_with_same_named_check_files_in_one_process(tmp_path):
     assert all("count_words on a short sentence" in n for n in names[AID])
 
 
+def test_a_namesake_module_imported_elsewhere_does_not_replace_the_checks(tmp_path, monkeypatch):
+    """The course's own tests once held a ``test_seq2seq`` beside the hidden ``test_seq2seq.py``:
+    pytest's importlib mode would hand the grader that module. The grader must run its own file,
+    and put the other module back afterwards."""
+    import sys
+    import types
+
+    impostor = types.ModuleType("test_checks")
+    impostor.__file__ = str(tmp_path / "elsewhere" / "test_checks.py")
+    impostor.test_always_passes = lambda: None
+    monkeypatch.setitem(sys.modules, "test_checks", impostor)
+    nb = submission_from_solution(FIXTURE, AID, tmp_path)
+    result = grade_notebook(FIXTURE, AID, nb, limits=FAST)
+    assert result["status"] == "ok", result["message"]
+    assert result["score"] == result["max_score"] > 0
+    assert "count_words on a short sentence" in {t["name"] for t in result["tests"]}
+    assert sys.modules["test_checks"] is impostor
+
+
 def test_excluded_checks_are_neither_run_nor_counted(tmp_path):
     nb = submission_from_solution(FIXTURE, AID, tmp_path)
     full = grade_notebook(FIXTURE, AID, nb, limits=FAST)

@@ -246,6 +246,25 @@ def _forget_modules_under(folder: Path) -> None:
             del sys.modules[name]
 
 
+def _stash_namesakes(folder: Path) -> dict:
+    """Take out of ``sys.modules`` every module named like a check file in `folder` but loaded
+    from elsewhere; return them so that they can be put back.
+
+    pytest's importlib mode looks a file's bare name up in ``sys.modules`` first and, on a hit,
+    uses whatever module is there. A process that has already imported some other
+    ``test_seq2seq`` (the course's own tests do) would run that module's tests in place of
+    the hidden checks: a wrong grade, however it came out.
+    """
+    stems = {path.stem for path in folder.rglob("*.py")}
+    stashed = {}
+    for name in stems:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if module is not None and not (file and Path(file).resolve().is_relative_to(folder)):
+            stashed[name] = sys.modules.pop(name)
+    return stashed
+
+
 def run_checks(checks_dir: Path, plugin: GradingPlugin) -> GradingPlugin:
     """Run pytest over ``checks_dir`` in this process with ``plugin``; results land on the plugin.
 
@@ -267,12 +286,14 @@ def run_checks(checks_dir: Path, plugin: GradingPlugin) -> GradingPlugin:
         # Only our plugin: third-party ones (xdist, nbval, hypothesis...) cost time and could report.
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         _forget_modules_under(checks_dir.parent)
+        namesakes = _stash_namesakes(checks_dir)
         try:
             code = pytest.main(args, plugins=[plugin])
             if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
                 plugin.config_errors.append(f"pytest stopped with {code.name} while running {checks_dir}")
         finally:
             _forget_modules_under(checks_dir.parent)
+            sys.modules.update(namesakes)
             sys.dont_write_bytecode = previous[0]
             if previous[1] is None:
                 os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
