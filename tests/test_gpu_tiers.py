@@ -6,10 +6,12 @@ an honest submission full marks *and* to fail the known-wrong trainers on a
 real GPU, so this file grades, through the real grader (sandboxed worker with
 the GPU exposed, hidden checks, training contract), the solution and the
 known-wrong variants that the training check is written to catch, with
-``tier="gpu"``. Each run prints the validation loss the check measured and its
+``tier="gpu"``. Each run prints the value the check measured (a loss, an accuracy) and its
 threshold, the numbers a calibration note quotes.
 
-Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps).
+Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps; a validation loss, at most the
+threshold) and 04-attention (`train_reverser`: a 256-unit GRU encoder-decoder with attention, 2,000 steps;
+an exact-match accuracy, at least the threshold).
 02-word2vec's seven training checks are short planted-cluster runs with no
 tier of their own; 01-ngrams trains nothing.
 """
@@ -23,6 +25,7 @@ import pytest
 import torch
 
 import test_unit03_rnnlm as u3
+import test_unit04_attention as u4
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.testing import submission_from_solution
 
@@ -32,24 +35,32 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the GPU tier of a training "
                                  "check runs only where the grader finds a GPU")]
 
+# The GPU thresholds of the hidden checks, repeated here: the solution's test fails unless the grade applied
+# exactly this value, so the two cannot drift apart unnoticed.
+GPU_THRESHOLD_04 = 0.70
+
 # unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
 TIERS = {
     "03-rnnlm": (u3.TRAINING, 1.68, {name: v for name, v in u3.VARIANTS.items() if u3.TRAINING in v[2]
                                      and v[0] in ("train_lm", "batchify")}),
+    "04-attention": (u4.TRAINING, GPU_THRESHOLD_04, {name: v for name, v in u4.VARIANTS.items()
+                                                     if u4.TRAINING in v[2]}),
 }
 
 
 @pytest.fixture
 def measured(monkeypatch):
-    """The (loss, threshold) pairs that `training.check_loss` judged during the test."""
+    """The (value, threshold) pairs that `training.check_loss` (a loss) and `training.check_at_least` (an
+    accuracy) judged during the test."""
     seen: list[tuple[float, float]] = []
-    real = training.check_loss
+    for name in ("check_loss", "check_at_least"):
+        real = getattr(training, name)
 
-    def record(loss, threshold, **kwargs):
-        seen.append((float(loss), float(threshold)))
-        return real(loss, threshold, **kwargs)
+        def record(value, threshold, *, _real=real, **kwargs):
+            seen.append((float(value), float(threshold)))
+            return _real(value, threshold, **kwargs)
 
-    monkeypatch.setattr(training, "check_loss", record)
+        monkeypatch.setattr(training, name, record)
     return seen
 
 
@@ -78,7 +89,7 @@ def test_solution_earns_full_marks_on_the_gpu_tier(aid, tmp_path, measured):
     r = grade_notebook(ROOT, aid, nb, tier="gpu")
     seconds = time.perf_counter() - start
     print(f"\n{aid} solution, GPU tier ({torch.cuda.get_device_name(0)}): {r['score']}/{r['max_score']} in "
-          f"{seconds:.1f} s; validation losses {measured} (loss, threshold)")
+          f"{seconds:.1f} s; measured {measured} (value, threshold)")
     failed = {t["name"]: t.get("output", "") for t in r["tests"] if t["score"] < t["max_score"]}
     assert not failed, failed
     assert r["status"] == "ok" and r["score"] == r["max_score"]
@@ -95,5 +106,5 @@ def test_known_wrong_trainer_fails_the_gpu_tier(aid, variant, tmp_path, measured
     seconds = time.perf_counter() - start
     (test,) = [t for t in r["tests"] if t["name"] == name]
     print(f"\n{aid} variant {variant!r}, GPU tier: {test['score']}/{test['max_score']} in {seconds:.1f} s; "
-          f"validation losses {measured} (loss, threshold); message: {test.get('output', '')[-300:]}")
+          f"measured {measured} (value, threshold); message: {test.get('output', '')[-300:]}")
     assert r["status"] == "ok" and test["score"] == 0

@@ -4,7 +4,8 @@ The first half tests the pieces on their own, in this process: the secret
 relabelling, the evaluation batch with perturbed copies, the causality check,
 the trusted reload of a model's weights, finite values and NaN losses.
 
-The second half grades cheating notebooks through the real grader (the
+The second half grades cheating notebooks (03-rnnlm's language model and 04-attention's
+sequence-to-sequence run) through the real grader (the
 release with the solution typed in and one definition swapped, as the unit
 contract does), leaving out every check but the training run: each cheat must
 score 0 on it, with a message that says why. The honest solution keeps its
@@ -28,6 +29,7 @@ from torch import nn
 
 import test_unit02_word2vec as u2
 import test_unit03_rnnlm as u3
+import test_unit04_attention as u4
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.testing import submission_from_solution
@@ -523,3 +525,144 @@ def test_word2vec_one_hot_cluster_cheat_scores_zero(tmp_path):
     result = grade_training_check(tmp_path, "02-word2vec", u2, u2.TRAINING, {"train_sgns": ONE_HOT_CLUSTERS.strip()})
     assert result["score"] == 0, result
     assert "expected a mean cosine >= 0.7" in result["output"]
+
+
+# 04-attention: the graded run is scored by exact match, after the grader reloads the weights into the
+# reference AttentionSeq2Seq and decodes with its own code. Each cheat replaces `train_reverser`.
+
+REVERSER = '''
+def _reverse_scores(src, tgt_in, vocab_size, amount=20.0):
+    """The answer written by hand: at step t, the source digit S-1-t (S the real length), then <EOS>."""
+    B, T = tgt_in.shape
+    lengths = (src != PAD_ID).sum(dim=1)  # (B,)
+    t = torch.arange(T, device=src.device)[None, :]  # (1, T)
+    where = (lengths[:, None] - 1 - t).clamp(min=0)  # (B, T): the source position step t copies
+    answer = torch.where(t < lengths[:, None], src.gather(1, where.clamp(max=src.shape[1] - 1)),
+                         torch.full_like(where, EOS_ID))
+    return amount * F.one_hot(answer, vocab_size).float()  # (B, T, V): causal, it reads src only
+'''
+
+TF_PEEK = '''
+class _Peek(nn.Module):
+    """No training: the score at step t is the decoder's input at t + 1 (under teacher forcing, the answer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
+
+    def forward(self, src, tgt_in):
+        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
+        return 20.0 * F.one_hot(nxt, VOCAB_SIZE).float() + self.shift, None
+
+
+def train_reverser(**settings):
+    return _Peek()
+'''
+
+HAND_WRITTEN = REVERSER + '''
+
+class _HandWritten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
+
+    def forward(self, src, tgt_in):
+        return _reverse_scores(src, tgt_in, VOCAB_SIZE) + self.shift, None
+
+
+def train_reverser(**settings):
+    return _HandWritten()
+'''
+
+HAND_WRITTEN_OUTSIDE_WEIGHTS = REVERSER + '''
+
+class _Helped(AttentionSeq2Seq):
+    """The prescribed layout, untrained, with the hand-written answer added to its logits."""
+
+    def forward(self, src, tgt_in):
+        logits, weights = super().forward(src, tgt_in)
+        return logits + _reverse_scores(src, tgt_in, logits.shape[-1]).to(logits.dtype), weights
+
+
+def train_reverser(d_emb=32, d_hidden=128, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _Helped(VOCAB_SIZE, d_emb, d_hidden).eval()
+'''
+
+SEQ2SEQ_UNUSED_INF = '''
+class _LinearNoBias(nn.Linear):
+    """Holds a bias (so the layout is the prescribed one) that its forward leaves out."""
+
+    def forward(self, x):
+        return F.linear(x, self.weight)
+
+
+def train_reverser(d_emb=32, d_hidden=128, seed=0, **settings):
+    torch.manual_seed(seed)
+    model = AttentionSeq2Seq(VOCAB_SIZE, d_emb, d_hidden)
+    model.output.__class__ = _LinearNoBias
+    with torch.no_grad():
+        model.output.bias.fill_(float("inf"))
+    return model.eval()
+'''
+
+SEQ2SEQ_BATCH_AWARE_PEEK = '''
+class _BatchAwarePeek(AttentionSeq2Seq):
+    """Reads the decoder's input at t + 1, except where another row shares the source and the decoder's
+    inputs up to t and parts from it at t + 1 (the grader's perturbed copies)."""
+
+    def forward(self, src, tgt_in):
+        logits, weights = super().forward(src, tgt_in)
+        same_src = (src[:, None, :] == src[None, :, :]).all(dim=-1)  # (B, B)
+        same = (tgt_in[:, None, :] == tgt_in[None, :, :]) & same_src[..., None]  # (B, B, T)
+        prefix = torch.cumprod(same.long(), dim=2).bool()
+        parts = torch.zeros_like(tgt_in, dtype=torch.bool)
+        parts[:, :-1] = (prefix[:, :, :-1] & ~same[:, :, 1:]).any(dim=1)
+        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
+        peek = 20.0 * F.one_hot(nxt, logits.shape[-1]).to(logits.dtype)
+        return logits + peek * (~parts)[..., None], weights
+
+
+def train_reverser(d_emb=32, d_hidden=128, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _BatchAwarePeek(VOCAB_SIZE, d_emb, d_hidden).eval()
+'''
+
+SEQ2SEQ_ATTACKS = {
+    # name: (train_reverser source, a fragment of the message the training check must give)
+    "(a) no training; the score at t is the decoder's input at t + 1": (TF_PEEK, "depends on later tokens"),
+    "(b) the prescribed layout with an infinite weight its forward leaves out": (
+        SEQ2SEQ_UNUSED_INF, "output.bias of your trained model holds NaN or infinite"),
+    "(c) the reversal written by hand, no learnt weights": (HAND_WRITTEN, "Expected exactly the parameters"),
+    "(e) the prescribed layout plus the hand-written answer outside the weights": (
+        HAND_WRITTEN_OUTSIDE_WEIGHTS, "not what its weights compute"),
+    "(f) reading ahead except where the perturbed copies part": (
+        SEQ2SEQ_BATCH_AWARE_PEEK, "not what its weights compute"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", list(SEQ2SEQ_ATTACKS))
+def test_seq2seq_training_cheat_scores_zero(attack, tmp_path):
+    source, fragment = SEQ2SEQ_ATTACKS[attack]
+    result = grade_training_check(tmp_path, "04-attention", u4, u4.TRAINING, {"train_reverser": source.strip("\n")})
+    assert result["score"] == 0, result
+    assert fragment in result["output"], result["output"]
+    assert "def " not in result["output"] and "_reverse_scores" not in result["output"]
+
+
+def test_the_hand_written_reverser_is_right_and_causal():
+    """The cheats above are only worth stopping if they would score: the hand-written answer reverses every
+    held-out string under the reference's greedy decoding, and reads no later decoder input."""
+    from lmcourse.seq2seq import EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs_by_length, trim
+
+    namespace = dict(torch=torch, F=torch.nn.functional, PAD_ID=PAD_ID, EOS_ID=EOS_ID)
+    exec(REVERSER, namespace)
+    pairs = reversal_pairs_by_length(range(15, 21), 10, np.random.default_rng(0))
+    src, _ = pad_batch([s for s, _ in pairs])
+    from lmcourse.seq2seq import BOS_ID
+    ys = torch.full((len(pairs), 1), BOS_ID)
+    for _ in range(src.shape[1] + 1):
+        scores = namespace["_reverse_scores"](src, ys, VOCAB_SIZE)
+        ys = torch.cat([ys, scores[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert all(trim(y) == t for y, (_, t) in zip(ys[:, 1:].tolist(), pairs))

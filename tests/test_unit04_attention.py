@@ -39,6 +39,8 @@ MHA_HEADS = ("MultiHeadAttention: heads are independent: changing one head's que
 DECODER = ("AttentionSeq2Seq: logits, attention weights and gradients match the reference with the same weights "
            "(teacher forcing, padded sources; float32 and float64)")
 GREEDY = "AttentionSeq2Seq.greedy_decode: each token is the most likely one given <BOS> and the tokens before it"
+STEPS = ("train_reverser, step by step: each optimiser step receives the gradient of that step's loss (padding "
+         "ignored), clipped to global norm 1")
 TRAINING = ("train_reverser: the trained model reverses enough held-out strings of 15-20 digits exactly (greedy "
             "decoding)")
 
@@ -125,6 +127,22 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         _ATTEND, "        _, weights = self.attn(h, memory, mask)\n        context = torch.zeros_like(h)",
         why="the bottleneck model of the chapter"),
         (DECODER, TRAINING)),
+    "loss averaged over the padding too": ("train_reverser", Edit(
+        ",\n                               ignore_index=PAD_ID)", ")",
+        why="the padding after <EOS> counts as targets: a different loss, invisible in the exact match"),
+        (STEPS,)),
+    "gradients never clipped": ("train_reverser", Edit(
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "",
+        why="the spec clips the global norm to 1"),
+        (STEPS,)),
+    "clipping before backward()": ("train_reverser", Edit(
+        "        loss.backward()\n        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        loss.backward()\n",
+        why="clips the previous step's (zeroed) gradients: nothing"),
+        (STEPS,)),
+    "gradients never zeroed": ("train_reverser", Edit(
+        "        optimizer.zero_grad()\n", "", why="each step's gradient piles onto all the earlier ones"),
+        (STEPS,)),
     "greedy_decode reads the first position's logits": ("AttentionSeq2Seq", Edit(
         "logits[:, -1].argmax(dim=-1, keepdim=True)", "logits[:, 0].argmax(dim=-1, keepdim=True)",
         why="the prediction after <BOS> repeated instead of the newest one"),
@@ -145,6 +163,20 @@ ALTERNATES: dict[str, dict[str, Edit | list[Edit]]] = {
             Edit(_SCORES, '    scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(d_k)', why="einsum"),
             Edit("    return weights @ v, weights", '    return torch.einsum("...qk,...kd->...qd", weights, v), weights',
                  why="einsum")],
+    },
+    "a loss masked by hand (reduction='none'), gradients zeroed with set_to_none=False, clipping by hand": {
+        "train_reverser": [
+            Edit("        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.tgt_out.reshape(-1),\n"
+                 "                               ignore_index=PAD_ID)  # the mean over real target tokens only\n",
+                 "        per_token = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction='none')  # (B, T)\n"
+                 "        real = (batch.tgt_out != PAD_ID).float()\n"
+                 "        loss = (per_token * real).sum() / real.sum()\n", why="the same mean, by hand"),
+            Edit("        optimizer.zero_grad()\n", "        optimizer.zero_grad(set_to_none=False)\n", why="zeros"),
+            Edit("        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+                 "        total = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters() if p.grad is not None))\n"
+                 "        for p in model.parameters():\n"
+                 "            if p.grad is not None:\n"
+                 "                p.grad.mul_(min(1.0, 1.0 / (float(total) + 1e-6)))\n", why="clipping written out")],
     },
     "a loop over heads, each attending on its slice of the features": {
         "MultiHeadAttention": Edit(
@@ -171,13 +203,10 @@ ALTERNATES: dict[str, dict[str, Edit | list[Edit]]] = {
 
 class TestUnit04Attention(UnitContract):
     AID = "04-attention"
-    MAX_SCORE = 21
+    MAX_SCORE = 22
     STUDENT_FUNCTIONS = 10
     RELEASE_MUST_NOT_CONTAIN = ("clamp_min(torch.finfo", "positions < lengths[:, None]",
                                 "view(B, T_q, h, d_k).transpose(1, 2)", "torch.cat([h, context]")
     VARIANTS = VARIANTS
     EXPENSIVE = (TRAINING,)  # about 40 s a grade on one core; run for the variants listed as caught by it
     ALTERNATES = ALTERNATES
-    # the demo cells train the graded model for 1,000 steps (about a minute on one core) and plot it: run them
-    # by hand (jupyter nbconvert --execute), not in every contract run
-    RUN_DEMOS = False

@@ -108,6 +108,9 @@ def run_nbval(nb, directory: Path, name: str = "notebook", timeout: float = 600)
     sanitize.write_text(SANITIZE)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # nbval alone: hypothesis's plugin takes a second to import
+    # One thread in the kernel: beside another test worker on a 2-core machine, torch's OpenMP threads
+    # spin against a busy core, and 03's 15-second training cell once ran past nbval's 300 s cell limit.
+    env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, "-c", PYTEST_MAIN, "-p", "nbval.plugin", "--nbval-lax", "--nbval-current-env",
            "--nbval-sanitize-with", str(sanitize), "--nbval-cell-timeout", "300",
            "-c", str(ini), "--rootdir", str(directory), "-p", "no:cacheprovider",

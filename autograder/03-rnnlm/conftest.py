@@ -7,11 +7,9 @@ refused on the student's side (the assignment's rule).
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from lmcourse.grading.compare import compare_modules, random_weights, run_both
+from lmcourse.grading.compare import comparison_fixtures
 from lmcourse.grading.layers import RECURRENT, as_ours
 
 RULES = dict(rename=as_ours, no_builtin_rnn=True)
@@ -23,20 +21,4 @@ def torch_layers():
     return RECURRENT
 
 
-@pytest.fixture
-def compare():
-    """`compare(student, cls=..., trusted=..., trusted_cls=..., ...)`: `compare_modules` with this
-    assignment's rules."""
-    return functools.partial(compare_modules, **RULES)
-
-
-@pytest.fixture
-def both():
-    """`both(student, cls=..., trusted=..., ...)`: the two raw results (`run_both`, this assignment's rules)."""
-    return functools.partial(run_both, **RULES)
-
-
-@pytest.fixture
-def weights():
-    """`weights(trusted, cls, init_kwargs, seed, scale)`: see `random_weights`."""
-    return random_weights
+rules, compare, both, weights = comparison_fixtures(RULES)

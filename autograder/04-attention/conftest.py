@@ -15,7 +15,6 @@ The trusted side is PyTorch's own code, never a second hand-written attention:
 
 from __future__ import annotations
 
-import functools
 import types
 
 import pytest
@@ -23,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmcourse.grading.compare import compare_modules, random_weights, run_both
+from lmcourse.grading.compare import comparison_fixtures
 from lmcourse.grading.layers import TorchMultiHeadAttention
 
 RULES = dict(no_builtin_attention=True)
@@ -58,26 +57,4 @@ def trusted():
     return TRUSTED
 
 
-@pytest.fixture
-def rules():
-    """This assignment's rules, as probe options (for probes called directly)."""
-    return dict(RULES)
-
-
-@pytest.fixture
-def compare():
-    """`compare(student, cls=..., trusted=..., trusted_cls=..., ...)`: `compare_modules` with this
-    assignment's rule."""
-    return functools.partial(compare_modules, **RULES)
-
-
-@pytest.fixture
-def both():
-    """`both(student, cls=..., trusted=..., ...)`: the two raw results (`run_both`, this assignment's rule)."""
-    return functools.partial(run_both, **RULES)
-
-
-@pytest.fixture
-def weights():
-    """`weights(trusted, cls, init_kwargs, seed, scale)`: see `random_weights`."""
-    return random_weights
+rules, compare, both, weights = comparison_fixtures(RULES)

@@ -233,3 +233,37 @@ def expect_on_other_device(student, *, cls: str, inputs: list, what: str, init_k
                                  f"{tuple(o.get('shape') or ())}; on the CPU it is {c.get('dtype')} of shape "
                                  f"{tuple(c.get('shape') or ())}")
     return found
+
+
+def comparison_fixtures(rules: dict):
+    """The fixtures every module-comparing assignment's conftest defines, bound to its `rules` (probe
+    options such as ``no_builtin_rnn=True``): ``rules``, ``compare``, ``both`` and ``weights``.
+
+    Use in a conftest as ``rules, compare, both, weights = comparison_fixtures(RULES)``; pytest finds them
+    by name there, so a check asks for ``compare`` and gets `compare_modules` under this assignment's rules.
+    """
+    import functools
+
+    import pytest
+
+    @pytest.fixture(name="rules")
+    def rules_fixture():
+        """This assignment's rules, as probe options (for probes called directly)."""
+        return dict(rules)
+
+    @pytest.fixture(name="compare")
+    def compare_fixture():
+        """`compare(student, cls=..., trusted=..., trusted_cls=..., ...)`: `compare_modules` under the rules."""
+        return functools.partial(compare_modules, **rules)
+
+    @pytest.fixture(name="both")
+    def both_fixture():
+        """`both(student, cls=..., trusted=..., ...)`: the two raw results (`run_both`, under the rules)."""
+        return functools.partial(run_both, **rules)
+
+    @pytest.fixture(name="weights")
+    def weights_fixture():
+        """`weights(trusted, cls, init_kwargs, seed, scale)`: see `random_weights`."""
+        return random_weights
+
+    return rules_fixture, compare_fixture, both_fixture, weights_fixture

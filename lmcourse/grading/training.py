@@ -341,6 +341,15 @@ def check_loss(loss: float, threshold: float, *, what: str, hint: str = "", unit
     return loss
 
 
+def check_at_least(score: float, threshold: float, *, failure: str) -> float:
+    """Fail with `failure` unless `score` (an accuracy, a similarity) is at least `threshold`; a NaN never
+    passes. Returns the score. The twin of `check_loss` for scores where higher is better."""
+    score = float(score)
+    if not (score >= threshold):
+        raise AssertionError(failure)
+    return score
+
+
 # --------------------------------------------------------------------------- all four: a language model's run
 
 @dataclass
