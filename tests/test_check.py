@@ -247,6 +247,17 @@ NOT_VISIBLE = {
 }
 
 
+# Variants no test cell can see but a visible check can: `lmcourse check` runs it and shows its message
+# before the student submits. 04-attention's training loop, followed step by step on a tiny model: the
+# visible cell's 150 steps on strings of 2-4 digits reach the same accuracy with each of these.
+CAUGHT_BY_A_VISIBLE_CHECK = {
+    "loss averaged over the padding too",
+    "gradients never clipped",
+    "clipping before backward()",
+    "gradients never zeroed",
+}
+
+
 def _run_cells_locally(aid: str, tmp_path: Path, replace: dict) -> list[str]:
     """The test cells that fail when the solution, with `replace` swapped in, runs them in this process
     (the very probe `lmcourse check` runs in the worker, without the sandbox: the variants are ours)."""
@@ -289,10 +300,20 @@ def test_known_wrong_variant_fails_a_visible_test_cell(aid, variant, tmp_path):
 
     function, source, _ = importlib.import_module(f"test_unit{aid.replace('-', '_')}").VARIANTS[variant]
     failing = _run_cells_locally(aid, tmp_path, {function: source})
+    if not failing and variant in CAUGHT_BY_A_VISIBLE_CHECK:
+        failing = _visible_checks_failing(aid, tmp_path / "checked", {function: source})
     if variant in NOT_VISIBLE:
         assert not failing, f"{variant!r} is now caught by {failing}: take it off NOT_VISIBLE"
     else:
         assert failing, f"{aid}: no visible test cell fails for the known-wrong variant {variant!r}"
+
+
+def _visible_checks_failing(aid: str, tmp_path: Path, replace: dict) -> list[str]:
+    """The visible checks (those `lmcourse check` runs in the worker) that the variant fails."""
+    nb = submission_from_solution(ROOT, aid, tmp_path, replace=replace)
+    result = runner.grade(ROOT, aid, nb, visible_only=True, own_machine=True)
+    assert result["status"] == "ok", result["message"]
+    return [t["name"] for t in result["tests"] if t["score"] < t["max_score"]]
 
 
 def test_the_solution_passes_every_test_cell_in_process(tmp_path):

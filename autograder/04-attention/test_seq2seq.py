@@ -160,7 +160,7 @@ def _reference_step(reference, trusted, weights, src, tgt_in, *, what):
 
 
 @check(points=1, cell="test_training", name="train_reverser, step by step: each optimiser step receives the gradient "
-                                           "of that step's loss (padding ignored), clipped to global norm 1")
+                                           "of that step's loss (padding ignored), clipped to global norm 1", visibility="visible")
 def test_training_steps(student, reference, rng, rules):
     """What the exact-match score cannot see, followed step by step (`train_and_trace`: the student's
     train_reverser on a tiny model, every forward pass with its weights and every optimiser step with the
