@@ -168,6 +168,27 @@ class _TinyLM(nn.Module):
         return self.output(torch.tanh(self.embedding(ids))), state
 
 
+def test_gradient_cosine_compares_directions_over_every_parameter():
+    rng = np.random.default_rng(0)
+    expected = {"a.weight": rng.normal(size=(3, 4)), "a.bias": rng.normal(size=4)}
+    same = {k: v.astype(np.float32) for k, v in expected.items()}
+    cosine, norm, raw = training.gradient_cosine(same, expected, where="step 0")
+    assert cosine == pytest.approx(1.0, abs=1e-6) and norm == pytest.approx(raw, rel=1e-6)
+    clipped = {k: v / raw for k, v in expected.items()}  # any positive factor: clipping changes no direction
+    assert training.gradient_cosine(clipped, expected, where="")[0] == pytest.approx(1.0)
+    assert training.gradient_cosine({k: -v for k, v in expected.items()}, expected, where="")[0] == \
+        pytest.approx(-1.0)
+    piled = {k: v + 0.5 * rng.normal(size=v.shape) for k, v in expected.items()}  # another step's added in
+    assert training.gradient_cosine(piled, expected, where="")[0] < 0.999
+    missing = {"a.weight": expected["a.weight"], "a.bias": None}  # no gradient counts as zeros, not as a pass
+    assert training.gradient_cosine(missing, expected, where="")[0] < 0.999
+    assert training.gradient_cosine({"a.weight": None, "a.bias": None}, expected, where="")[0] == 0.0
+    assert training.gradient_cosine({k: np.full(v.shape, np.nan) for k, v in expected.items()}, expected,
+                                    where="")[0] == 0.0
+    with pytest.raises(AssertionError, match=r"step 3: .*a.weight \(3, 4\)"):
+        training.gradient_cosine({"a.weight": np.zeros((4, 3)), "a.bias": None}, expected, where="step 3")
+
+
 def test_trusted_reload_names_the_expected_layout_and_recomputes():
     trusted = training.TrustedModel(build=_TinyLM, name="TinyLM(V=7, d=5)")
     torch.manual_seed(0)

@@ -301,17 +301,7 @@ def test_training_gradients(student, reference, rng):
         where = f"{what}: step {j}"
         model = training.load_trusted(trusted, call.get("weights"), what=f"{where}, the model's weights before it")
         expected = _reference_gradient(reference, model, ids, state, y[batch[0]])
-        found = [received.get(name) for name in expected]
-        if any(g is not None and (not isinstance(g, np.ndarray) or g.shape != e.shape)
-               for g, e in zip(found, expected.values())):
-            layout = ", ".join(f"{k} {v.shape}" for k, v in expected.items())
-            raise AssertionError(f"{where}: the gradients the optimiser received do not have the shapes of the "
-                                 f"model's parameters ({layout})")
-        g = np.concatenate([(f if f is not None else np.zeros_like(e)).astype(np.float64).ravel()
-                            for f, e in zip(found, expected.values())])
-        e = np.concatenate([v.ravel() for v in expected.values()])
-        norm = float(np.linalg.norm(g))
-        cosine = float(g @ e) / (norm * float(np.linalg.norm(e))) if norm > 0 and np.isfinite(norm) else 0.0
+        cosine, _, _ = training.gradient_cosine(received, expected, where=where)
         checked.append(j)
         if cosine < MIN_COSINE:
             if len(checked) == 1:

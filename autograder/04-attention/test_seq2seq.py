@@ -210,16 +210,7 @@ def test_training_steps(student, reference, rng, rules):
             raise AssertionError(f"{where}: the grader could not read the gradients the optimiser received")
         expected = _reference_step(reference, trusted, before[-1].get("weights"), src.astype(np.int64),
                                    tgt_in.astype(np.int64), what=f"{where}, the model's weights before it")
-        found = [received.get(name) for name in expected]
-        if any(g is not None and (not isinstance(g, np.ndarray) or g.shape != e.shape)
-               for g, e in zip(found, expected.values())):
-            raise AssertionError(f"{where}: the gradients the optimiser received do not have the shapes of the "
-                                 "model's parameters")
-        g = np.concatenate([(f if f is not None else np.zeros_like(e)).astype(np.float64).ravel()
-                            for f, e in zip(found, expected.values())])
-        e = np.concatenate([v.ravel() for v in expected.values()])
-        norm, raw = float(np.linalg.norm(g)), float(np.linalg.norm(e))
-        cosine = float(g @ e) / (norm * raw) if norm > 0 and np.isfinite(norm) and raw > 0 else 0.0
+        cosine, norm, raw = training.gradient_cosine(received, expected, where=where)
         if not (cosine >= MIN_COSINE):
             hint = ("This is the first step: make the decoder right first (its check), then back-propagate the mean "
                     "cross-entropy over the real target tokens, with the padding ignored (ignore_index=PAD_ID)"

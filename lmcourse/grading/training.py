@@ -341,6 +341,26 @@ def check_loss(loss: float, threshold: float, *, what: str, hint: str = "", unit
     return loss
 
 
+def gradient_cosine(received: dict, expected: dict[str, np.ndarray], *, where: str) -> tuple[float, float, float]:
+    """(cosine, |received|, |expected|) between the gradients an optimiser step received (untrusted:
+    ``{parameter name: array or None}``, from the probe ``train_and_trace``) and the ones the grader computed
+    (``{name: float64 array}``), each flattened over every parameter in `expected`'s order. A parameter with
+    no gradient counts as zeros; a gradient of the wrong shape fails with a message naming the layout. The
+    cosine is 0 when either side is zero or not finite, so it never passes by accident."""
+    found = [received.get(name) for name in expected]
+    if any(g is not None and (not isinstance(g, np.ndarray) or g.shape != e.shape)
+           for g, e in zip(found, expected.values())):
+        layout = ", ".join(f"{k} {v.shape}" for k, v in expected.items())
+        raise AssertionError(f"{where}: the gradients the optimiser received do not have the shapes of the "
+                             f"model's parameters ({layout})")
+    g = np.concatenate([(f if f is not None else np.zeros_like(e)).astype(np.float64).ravel()
+                        for f, e in zip(found, expected.values())])
+    e = np.concatenate([v.ravel() for v in expected.values()])
+    norm, raw = float(np.linalg.norm(g)), float(np.linalg.norm(e))
+    ok = norm > 0 and raw > 0 and math.isfinite(norm) and math.isfinite(raw)
+    return (float(g @ e) / (norm * raw) if ok else 0.0), norm, raw
+
+
 def check_at_least(score: float, threshold: float, *, failure: str) -> float:
     """Fail with `failure` unless `score` (an accuracy, a similarity) is at least `threshold`; a NaN never
     passes. Returns the score. The twin of `check_loss` for scores where higher is better."""
