@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
 
 # The GPU thresholds of the hidden checks, repeated here: the solution's test fails unless the grade applied
 # exactly this value, so the two cannot drift apart unnoticed.
-GPU_THRESHOLD_04 = 0.70
+GPU_THRESHOLD_04 = 0.50
 
 # unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
 TIERS = {
