@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-__all__ = ["ATTENTION", "RECURRENT", "TorchElmanCell", "TorchElmanRNN", "TorchLSTM", "TorchLSTMCell",
-           "TorchMultiHeadAttention", "as_ours"]
+__all__ = ["ATTENTION", "RECURRENT", "TRANSFORMER", "TorchDecoderBlock", "TorchElmanCell", "TorchElmanRNN",
+           "TorchEncoderBlock", "TorchLSTM", "TorchLayerNorm", "TorchLSTMCell", "TorchMultiHeadAttention", "as_ours"]
 
 
 class TorchElmanCell(nn.RNNCell):
@@ -132,3 +132,124 @@ class TorchMultiHeadAttention(nn.Module):
 
 # the namespace a check passes as `trusted=` (``trusted_cls="TorchMultiHeadAttention"``)
 ATTENTION = types.SimpleNamespace(TorchMultiHeadAttention=TorchMultiHeadAttention)
+
+
+def _blocked(mask, B: int, n_heads: int, T_q: int, T_k: int):
+    """The course's mask (True = may attend, broadcast to (B, h, T_q, T_k)) as PyTorch's 3-d attn_mask:
+    one (T_q, T_k) matrix per (sequence, head), sequence-major, True = may *not* attend."""
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool:
+        raise TypeError(f"the mask must be boolean (True = may attend), not {mask.dtype}")
+    return ~torch.broadcast_to(mask, (B, n_heads, T_q, T_k)).reshape(B * n_heads, T_q, T_k)
+
+
+def _attention_weights(prefix: str, module: nn.Module, theirs: str) -> dict:
+    """A course MultiHeadAttention's four projections (under `prefix`) as nn.MultiheadAttention's names."""
+    p = dict(module.named_parameters())
+    return {
+        f"{theirs}.in_proj_weight": torch.cat([p[f"{prefix}.{n}_proj.weight"] for n in "qkv"]),
+        f"{theirs}.in_proj_bias": torch.cat([p[f"{prefix}.{n}_proj.bias"] for n in "qkv"]),
+        f"{theirs}.out_proj.weight": p[f"{prefix}.out_proj.weight"],
+        f"{theirs}.out_proj.bias": p[f"{prefix}.out_proj.bias"],
+    }
+
+
+class _Projections(nn.Module):
+    """Parameters only: a course MultiHeadAttention's q_proj, k_proj, v_proj, out_proj."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model))
+
+
+class _FeedForward(nn.Module):
+    """Parameters only: the course's FeedForward, ff1 (d_model -> d_ff) and ff2 (d_ff -> d_model)."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.ff1, self.ff2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+
+class TorchEncoderBlock(nn.Module):
+    """nn.TransformerEncoderLayer as `EncoderBlock(d_model, n_heads, d_ff, norm_first=False)`, in the course's terms.
+
+    Parameters with the course's names: ``attn.{q,k,v,out}_proj``, ``ln1``, ``ff.ff1``, ``ff.ff2``, ``ln2``
+    (PyTorch's ``self_attn`` (q, k, v stacked in ``in_proj_weight``), ``norm1``, ``linear1``, ``linear2``,
+    ``norm2``). The forward runs nn.TransformerEncoderLayer's own forward with these weights
+    (``functional_call`` on a layer on the "meta" device: ReLU, no dropout, ``batch_first``, LayerNorm ε
+    1e-5), so the computation, post-norm or pre-norm, is PyTorch's. ``forward(x (B, T, d_model), mask=None)``
+    with the course's mask (True = may attend, broadcast to ``(B, n_heads, T, T)``, e.g. ``(B, 1, 1, T)`` for
+    padding).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, norm_first: bool = False):
+        super().__init__()
+        self.d_model, self.n_heads, self.d_ff, self.norm_first = d_model, n_heads, d_ff, norm_first
+        self.attn = _Projections(d_model)
+        self.ln1 = nn.LayerNorm(d_model)
+        self.ff = _FeedForward(d_model, d_ff)
+        self.ln2 = nn.LayerNorm(d_model)
+
+    def forward(self, x, mask=None):
+        B, T = x.shape[0], x.shape[1]
+        layer = nn.TransformerEncoderLayer(self.d_model, self.n_heads, self.d_ff, dropout=0.0, batch_first=True,
+                                           norm_first=self.norm_first, device="meta")
+        layer.train(self.training)
+        p = dict(self.named_parameters())
+        weights = {**_attention_weights("attn", self, "self_attn"),
+                   "linear1.weight": p["ff.ff1.weight"], "linear1.bias": p["ff.ff1.bias"],
+                   "linear2.weight": p["ff.ff2.weight"], "linear2.bias": p["ff.ff2.bias"],
+                   "norm1.weight": p["ln1.weight"], "norm1.bias": p["ln1.bias"],
+                   "norm2.weight": p["ln2.weight"], "norm2.bias": p["ln2.bias"]}
+        return functional_call(layer, weights, (x,), {"src_mask": _blocked(mask, B, self.n_heads, T, T)})
+
+
+class TorchDecoderBlock(nn.Module):
+    """nn.TransformerDecoderLayer as `DecoderBlock(d_model, n_heads, d_ff, norm_first=False)`, in the course's terms.
+
+    Parameters: ``self_attn``, ``ln1``, ``cross_attn``, ``ln2``, ``ff.ff1``, ``ff.ff2``, ``ln3`` (PyTorch's
+    ``self_attn``, ``norm1``, ``multihead_attn``, ``norm2``, ``linear1``, ``linear2``, ``norm3``).
+    ``forward(y (B, T, d_model), memory (B, S, d_model), self_mask=None, memory_mask=None)``: masked
+    self-attention over ``y`` with ``self_mask`` (``(T, T)`` causal, say), then cross-attention from ``y`` to
+    ``memory`` with ``memory_mask`` (``(B, 1, 1, S)`` for the source's padding), then the feed-forward
+    sublayer; masks in the course's convention, converted here. PyTorch's own forward, as above.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, norm_first: bool = False):
+        super().__init__()
+        self.d_model, self.n_heads, self.d_ff, self.norm_first = d_model, n_heads, d_ff, norm_first
+        self.self_attn = _Projections(d_model)
+        self.ln1 = nn.LayerNorm(d_model)
+        self.cross_attn = _Projections(d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.ff = _FeedForward(d_model, d_ff)
+        self.ln3 = nn.LayerNorm(d_model)
+
+    def forward(self, y, memory, self_mask=None, memory_mask=None):
+        B, T, S = y.shape[0], y.shape[1], memory.shape[1]
+        layer = nn.TransformerDecoderLayer(self.d_model, self.n_heads, self.d_ff, dropout=0.0, batch_first=True,
+                                           norm_first=self.norm_first, device="meta")
+        layer.train(self.training)
+        p = dict(self.named_parameters())
+        weights = {**_attention_weights("self_attn", self, "self_attn"),
+                   **_attention_weights("cross_attn", self, "multihead_attn"),
+                   "linear1.weight": p["ff.ff1.weight"], "linear1.bias": p["ff.ff1.bias"],
+                   "linear2.weight": p["ff.ff2.weight"], "linear2.bias": p["ff.ff2.bias"],
+                   **{f"norm{i}.{w}": p[f"ln{i}.{w}"] for i in (1, 2, 3) for w in ("weight", "bias")}}
+        return functional_call(layer, weights, (y, memory),
+                               {"tgt_mask": _blocked(self_mask, B, self.n_heads, T, T),
+                                "memory_mask": _blocked(memory_mask, B, self.n_heads, T, S)})
+
+
+class TorchLayerNorm(nn.LayerNorm):
+    """nn.LayerNorm as `LayerNorm(d, eps=1e-5)`: the same parameter names (weight, bias)."""
+
+    def __init__(self, d: int, eps: float = 1e-5):
+        super().__init__(d, eps=eps)
+
+
+# the namespace a check passes as `trusted=` (``trusted_cls="TorchEncoderBlock"``)
+TRANSFORMER = types.SimpleNamespace(TorchEncoderBlock=TorchEncoderBlock, TorchDecoderBlock=TorchDecoderBlock,
+                                    TorchLayerNorm=TorchLayerNorm)

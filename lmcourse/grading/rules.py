@@ -80,6 +80,16 @@ RULES = {
         asks_for="attention written with tensor operations",
         refused="Built-in attention (F.scaled_dot_product_attention, nn.MultiheadAttention, the nn.Transformer "
                 "layers)"),
+    # 05-transformer: the given MultiHeadAttention uses F.scaled_dot_product_attention, so attention stays
+    # allowed; what the student writes is the normalisation and the blocks around it
+    "no_builtin_transformer": Rule(
+        layers=frozenset({"LayerNorm", "layer_norm", "GroupNorm", "group_norm", "RMSNorm", "rms_norm",
+                          "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+                          "TransformerDecoderLayer"}),
+        kernels=frozenset({"native_layer_norm", "native_group_norm", "_fused_rms_norm"}),
+        asks_for="layer normalisation and the transformer's blocks written with tensor operations",
+        refused="Built-in normalisation layers and transformer layers (nn.LayerNorm, F.layer_norm, nn.GroupNorm, "
+                "nn.RMSNorm, the nn.Transformer layers)"),
 }
 # Every rule's layers, as the scan looks for them.
 BUILTIN_LAYERS = frozenset().union(*(rule.layers for rule in RULES.values()))
@@ -91,8 +101,8 @@ TORCH_KERNELS = TORCH_TABLES.union(*(rule.kernels for rule in RULES.values()))
 # `lmcourse.grading.sandbox.staging.INSIDE_NAME`; a test keeps the two equal) and what the guards are made of.
 INSIDE_PACKAGE = "lmc_inside"
 GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_builtins", "without_builtin_rnn",
-                              "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION",
-                              "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "PROBES"})
+                              "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION", "BUILTIN_NORMS",
+                              "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",

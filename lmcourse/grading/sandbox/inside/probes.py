@@ -204,6 +204,18 @@ BUILTIN_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention_forwa
                      "flex_attention")
 
 
+# Torch's normalisation functions: nn.LayerNorm and every nn.Transformer* layer call F.layer_norm, which
+# calls torch.layer_norm; group and RMS norms compute a layer norm as well, given the right shapes. (The
+# encoder layer's fused inference kernel, used only in eval mode without gradients, is refused by name by the
+# source scan; every comparison of a block runs with gradients, through F.layer_norm.)
+BUILTIN_NORMS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm")
+
+
+class BuiltinNormUsed(BuiltinUsed):
+    """PyTorch's built-in normalisation (nn.LayerNorm, F.layer_norm, group and RMS norms) or one of the
+    nn.Transformer layers, which use it, was called."""
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A family of PyTorch built-ins that an assignment can refuse.
@@ -232,6 +244,11 @@ REFUSALS = {
         "PyTorch's built-in attention was called (torch's `{name}`, one of the functions behind "
         "F.scaled_dot_product_attention, nn.MultiheadAttention and the nn.Transformer layers); this assignment "
         "asks for attention written with tensor operations"),
+    "no_builtin_transformer": Refusal(
+        BUILTIN_NORMS, ("torch.nn.functional", "torch"), BuiltinNormUsed,
+        "PyTorch's built-in normalisation was called (torch's `{name}`, used by nn.LayerNorm, F.layer_norm and "
+        "the nn.Transformer layers); this assignment asks for layer normalisation and the transformer's blocks "
+        "written with tensor operations"),
 }
 
 _ABSENT = object()  # what a name that is not there holds
@@ -659,7 +676,8 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
       argument requires grad (a state carried without ``detach()``), ``returned``: the tensors it
       returned, flattened, and ``step``: how many optimiser steps came before it.
     - Every ``step()`` of any torch optimiser: the global L2 norm of the gradients of the optimiser's
-      parameters just before the step, that is, what the update is computed from.
+      parameters just before the step, that is, what the update is computed from, and ``rates``: the
+      learning rate of each of its parameter groups at that moment (a warm-up schedule's value).
     - With ``gradients=True``, also each call's ``weights``: the model's ``state_dict`` as the call
       found it (``nn.Module.state_dict`` itself, not an override), and each step's ``gradients``: every
       parameter's ``.grad`` just before the step (None where it has none), by the parameter's name in
@@ -669,7 +687,8 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
       steps, say).
 
     Returns ``{"calls": [{"args": {...}, "attached": bool, "returned": [arrays], "step": int,
-    ("weights": {name: array})}], "steps": [float], "gradients": [{name: array or None}]}`` (at most
+    ("weights": {name: array})}], "steps": [float], "rates": [[float per group]],
+    "gradients": [{name: array or None}]}`` (at most
     `max_calls` calls recorded; ``gradients`` is empty unless asked). For small configurations:
     everything recorded crosses the wire. Untrusted like every probe's result: a check compares it with
     what the assignment's training loop does. no_builtin_rnn=True (no_builtin_attention=True) refuses
@@ -691,7 +710,7 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
         signature = inspect.signature(forward)
     except (TypeError, ValueError):
         signature = None
-    calls, steps, grads_seen = [], [], []
+    calls, steps, rates, grads_seen = [], [], [], []
     names: dict[int, str] = {}  # id(parameter) -> its name in the model last traced
 
     def traced(self, *args, **kwargs):
@@ -723,6 +742,7 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = [p.grad.detach() for p in params if p.grad is not None]
         steps.append(float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads))) if grads else 0.0)
+        rates.append([float(group.get("lr", float("nan"))) for group in optimizer.param_groups])
         if gradients and len(grads_seen) < int(max_calls):
             grads_seen.append({names.get(id(p), f"<parameter {i}>"): (to_array(p.grad) if p.grad is not None
                                                                       else None)
@@ -738,7 +758,7 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
             klass.forward = own
         else:
             del klass.forward
-    return {"calls": calls, "steps": steps, "gradients": grads_seen}
+    return {"calls": calls, "steps": steps, "rates": rates, "gradients": grads_seen}
 
 
 @probe

@@ -1,0 +1,120 @@
+"""Checks for Part 4: the Transformer against the reference with the same weights, its properties, and
+greedy decoding.
+
+The architecture is prescribed (the table of Part 4), so the student's model is compared with the reference
+solution's ``Transformer`` loaded with the same weights (`compare_modules`): logits and the gradient of every
+parameter, on padded batches of dates, for a pre-norm model with sinusoidal positions and a post-norm model
+with learned ones, in float32 and float64, and once on a device other than the CPU (a mask made without
+``device=`` fails there, as it would on a GPU). The property check runs the student's model alone, with the
+reference's weights: no logit before position k moves when the decoder's inputs from k on change (causal);
+three more padding positions in the source change nothing (the source's padding is masked); and a changed
+source character changes the logits (the decoder reads the encoder).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from lmcourse.dates import VOCAB_SIZE, date_pairs
+from lmcourse.grading.checks import check, expect_shape
+from lmcourse.grading.compare import expect_on_other_device, one_thread
+from lmcourse.seq2seq import BOS_ID, PAD_ID, seq2seq_batch
+
+MODELS = (dict(src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, d_model=16, n_heads=2, d_ff=32, n_enc=2, n_dec=1,
+               max_len=24, norm_first=True, pos="sinusoidal"),
+          dict(src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, d_model=8, n_heads=2, d_ff=16, n_enc=1, n_dec=2,
+               max_len=24, norm_first=False, pos="learned"))
+
+
+def _shown(kw):
+    return "Transformer(" + ", ".join(f"{k}={v!r}" for k, v in kw.items() if k not in ("src_vocab", "tgt_vocab")) + ")"
+
+
+def _batch(rng, n):
+    batch = seq2seq_batch(date_pairs(n, rng))
+    return batch.src.numpy(), batch.tgt_in.numpy()
+
+
+@check(points=3, cell="test_transformer", name="Transformer: logits and gradients match the reference with the "
+                                              "same weights (pre-norm with sinusoidal positions, post-norm with "
+                                              "learned ones; padded sources; float32, float64, another device)")
+def test_transformer_forward(student, reference, rng, compare, rules, block_weights):
+    for kw in MODELS:
+        w = block_weights(reference.Transformer, kw, rng)
+        for n in (5, 1):
+            src, tgt_in = _batch(rng, n)
+            for dtype in (None, "float64"):
+                compare(student, cls="Transformer", trusted=reference, trusted_cls="Transformer", init_kwargs=kw,
+                        weights=w, inputs=[src, tgt_in], dtype=dtype,
+                        what=f"{_shown(kw)} on src {src.shape} and tgt_in {tgt_in.shape} (padded batches of dates)"
+                             f"{' in float64' if dtype else ''}")
+        expect_on_other_device(student, cls="Transformer", inputs=[src, tgt_in], init_kwargs=kw, weights=w,
+                               what=f"{_shown(kw)} on src {src.shape} and tgt_in {tgt_in.shape}", **rules)
+
+
+def _logits(student, kw, w, src, tgt_in, rules, what):
+    out = student.probe("module_forward", cls="Transformer", init_kwargs=kw, state_dict=w, inputs=[src, tgt_in],
+                        grad=False, **rules)
+    if not (isinstance(out, dict) and isinstance(out.get("outputs"), list) and out["outputs"]):
+        raise AssertionError(f"{what}: the grader could not read your model's logits")
+    return expect_shape(out["outputs"][0], (len(src), tgt_in.shape[1], VOCAB_SIZE), what=what).astype(np.float64)
+
+
+@check(points=1, cell="test_transformer", name="Transformer: no position reads a later target token, the "
+                                              "source's padding changes nothing, and the source matters")
+def test_transformer_properties(student, reference, rng, rules, block_weights):
+    kw = MODELS[0]
+    w = block_weights(reference.Transformer, kw, rng)
+    src, tgt_in = _batch(rng, 6)
+    base = _logits(student, kw, w, src, tgt_in, rules, what=f"{_shown(kw)} on src {src.shape}")
+    k = int(rng.integers(1, tgt_in.shape[1]))
+    later = tgt_in.copy()
+    later[:, k:] = rng.integers(4, VOCAB_SIZE, size=later[:, k:].shape)
+    moved = np.abs(_logits(student, kw, w, src, later, rules, what="the same model") - base)[:, :k].max()
+    if not moved <= 1e-4:
+        raise AssertionError(f"{_shown(kw)}: changing tgt_in from position {k} on moved the logits at positions "
+                             f"0-{k - 1} by up to {moved:.3g}; position t may read tgt_in[:, :t+1] only (a causal "
+                             "mask in every decoder block's self-attention)")
+    longer = np.concatenate([src, np.full((len(src), 3), PAD_ID)], axis=1)
+    moved = np.abs(_logits(student, kw, w, longer, tgt_in, rules, what="the same model") - base).max()
+    if not moved <= 1e-4:
+        raise AssertionError(f"{_shown(kw)}: three more padding positions (PAD_ID) at the end of every source moved "
+                             f"the logits by up to {moved:.3g}; no query, in the encoder or in the decoder's "
+                             "cross-attention, may attend to the source's padding")
+    changed = src.copy()
+    changed[:, 0] = np.where(changed[:, 0] == 4, 5, 4)
+    moved = np.abs(_logits(student, kw, w, changed, tgt_in, rules, what="the same model") - base).max()
+    if not moved > 1e-3:
+        raise AssertionError(f"{_shown(kw)}: changing the first character of every source moved the logits by "
+                             f"only {moved:.3g}; the decoder must read the encoder's output (cross-attention)")
+
+
+@check(points=2, cell="test_transformer", name="Transformer.greedy_decode: each token is the most likely one given "
+                                              "<BOS> and the tokens before it")
+def test_greedy_decode(student, reference, rng, rules, block_weights):
+    for kw in MODELS:
+        w = block_weights(reference.Transformer, kw, rng, scale=2.0)
+        model = reference.Transformer(**kw)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+        model.train(False)
+        for n, max_len in ((5, 11), (1, 1), (3, 7)):
+            src, _ = _batch(rng, n)
+            what = f"greedy_decode(src {src.shape}, max_len={max_len}) of {_shown(kw)}"
+            ys = student.probe("call_method", cls="Transformer", method="greedy_decode", init_kwargs=kw,
+                               state_dict=w, args=[src, max_len], tensors=True, **rules)
+            ys = expect_shape(ys, (n, max_len), what=what)
+            if not np.issubdtype(ys.dtype, np.integer) or ys.min() < 0 or ys.max() >= VOCAB_SIZE:
+                raise AssertionError(f"{what}: expected token ids 0..{VOCAB_SIZE - 1} (int64), found {ys.dtype} from "
+                                     f"{ys.min()} to {ys.max()}")
+            prefix = np.concatenate([np.full((n, 1), BOS_ID), ys[:, :-1]], axis=1).astype(np.int64)
+            with one_thread(), torch.no_grad():
+                logits = model(torch.from_numpy(src), torch.from_numpy(prefix))
+            logp = torch.log_softmax(logits.double(), dim=-1).numpy()  # (n, max_len, V)
+            chosen = np.take_along_axis(logp, ys[..., None].astype(np.int64), axis=-1)[..., 0]
+            gap = logp.max(axis=-1) - chosen  # 0 where the chosen token is the most likely
+            if np.any(gap > 1e-4):
+                b, t = (int(i) for i in np.argwhere(gap > 1e-4)[0])
+                raise AssertionError(f"{what}: row {b}, step {t}: the token chosen is {gap[b, t]:.3g} nats less likely "
+                                     "than the most likely one given <BOS> and the tokens generated before it (the "
+                                     "reference model's scores with the same weights)")

@@ -1,0 +1,95 @@
+"""The multi-head attention that Unit 5 gives its students, and the transformer's cost in numbers.
+
+Unit 4 had students write attention by hand; Unit 5 builds the transformer
+*around* attention, so it hands them a trusted one. A bug left over from
+Unit 4 then costs no Unit 5 points, and the grader can compare a student's
+blocks with PyTorch's (`nn.TransformerEncoderLayer`) number for number.
+
+:class:`MultiHeadAttention` keeps the parameter names of the course
+(``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``; see the Unit 4 chapter)
+and the course's mask convention: a boolean mask, ``True`` where a query may
+attend to a key, broadcast against ``(B, n_heads, T_q, T_k)``. The attention
+itself is PyTorch's fused ``F.scaled_dot_product_attention``, which is
+exact (it computes the same softmax) and fast on every device. It returns
+no weights; a module asked to (``keep_weights = True``) also computes them
+the slow way and keeps the last ones in ``.weights`` for a figure.
+
+:func:`parameter_count` and :func:`flops_per_token` give the sizes the book
+quotes for the models it trains.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["MultiHeadAttention", "flops_per_token", "parameter_count"]
+
+
+class MultiHeadAttention(nn.Module):
+    """``n_heads`` attentions of ``d_k = d_model / n_heads`` features each, side by side (given in Unit 5).
+
+    ``forward(x (B, T_q, d_model), kv=None (B, T_k, d_model), mask=None) -> (B, T_q, d_model)``.
+    Self-attention when ``kv`` is None (keys and values from ``x``), cross-attention otherwise.
+    ``mask``: boolean, True = may attend, broadcastable to ``(B, n_heads, T_q, T_k)``: ``(T_q, T_k)`` for a
+    causal mask, ``(B, 1, 1, T_k)`` for padding. Every query must be allowed at least one key.
+    """
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.keep_weights = False  # set True to keep each call's attention weights in .weights (for figures)
+        self.weights: torch.Tensor | None = None
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, T, d_model) -> (B, n_heads, T, d_k): head i owns features i*d_k .. (i+1)*d_k - 1
+        return x.unflatten(-1, (self.n_heads, self.d_model // self.n_heads)).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, kv: torch.Tensor | None = None, mask: torch.Tensor | None = None):
+        kv = x if kv is None else kv
+        if mask is not None and mask.dtype != torch.bool:
+            raise TypeError(f"the mask must be boolean (True = may attend), not {mask.dtype}")
+        q, k, v = self._heads(self.q_proj(x)), self._heads(self.k_proj(kv)), self._heads(self.v_proj(kv))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, T_q, d_k)
+        if self.keep_weights:
+            with torch.no_grad():
+                scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_q, T_k)
+                if mask is not None:
+                    scores = scores.masked_fill(~mask, float("-inf"))
+                self.weights = scores.softmax(dim=-1)
+        return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T_q, h, d_k) -> (B, T_q, d_model)
+
+
+def parameter_count(model: nn.Module) -> int:
+    """How many numbers the model learns (buffers such as a sinusoidal table not included)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def flops_per_token(d_model: int, d_ff: int, n_enc: int, n_dec: int, S: int, T: int, vocab: int) -> dict[str, float]:
+    """Floating-point operations of one forward pass, per target token, of an encoder–decoder transformer.
+
+    Counts the matrix products only (the usual convention: they are almost all of the work; 1 multiply-add
+    = 2 operations), for one source of S tokens and one target of T tokens. A linear layer ``d_in -> d_out``
+    costs ``2 d_in d_out`` per token it is applied to; attention's two products (``Q K^T`` and ``weights
+    V``) cost ``2 * 2 * T_k * d_model`` per query (a causal mask's skipped half still counted, as the
+    kernels compute it). The encoder's work and the cross-attention's keys and values are computed once
+    per source and shared by its T target tokens, so they are divided by T.
+    """
+    d = d_model
+    encoder = n_enc * S * (2 * 4 * d * d + 2 * 2 * S * d + 2 * 2 * d * d_ff)  # per source
+    cross_kv = n_dec * S * 2 * 2 * d * d  # per source: the encoder states projected to keys and values
+    decoder = n_dec * T * (2 * 4 * d * d + 2 * 2 * T * d  # masked self-attention
+                           + 2 * 2 * d * d + 2 * 2 * S * d  # cross-attention: queries, output, products
+                           + 2 * 2 * d * d_ff)  # feed-forward
+    parts = {"encoder": encoder / T, "decoder": (cross_kv + decoder) / T, "unembedding": 2 * d * vocab}
+    parts["total"] = sum(parts.values())
+    return parts
