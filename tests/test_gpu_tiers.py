@@ -10,8 +10,9 @@ known-wrong variants that the training check is written to catch, with
 threshold, the numbers a calibration note quotes.
 
 Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps; a validation loss, at most the
-threshold) and 04-attention (`train_reverser`: a 256-unit GRU encoder-decoder with attention, 2,000 steps;
-an exact-match accuracy, at least the threshold).
+threshold), 04-attention (`train_reverser`: a 256-unit GRU encoder-decoder with attention, 2,000 steps;
+an exact-match accuracy, at least the threshold) and 05-transformer (`train_transformer`: a 2+2-layer
+pre-norm transformer of width 128, 1,000 steps; an exact-match accuracy on dates).
 02-word2vec's seven training checks are short planted-cluster runs with no
 tier of their own; 01-ngrams trains nothing.
 """
@@ -26,6 +27,7 @@ import torch
 
 import test_unit03_rnnlm as u3
 import test_unit04_attention as u4
+import test_unit05_transformer as u5
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.testing import submission_from_solution
 
@@ -38,6 +40,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
 # The GPU thresholds of the hidden checks, repeated here: the solution's test fails unless the grade applied
 # exactly this value, so the two cannot drift apart unnoticed.
 GPU_THRESHOLD_04 = 0.50
+GPU_THRESHOLD_05 = 0.90
 
 # unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
 TIERS = {
@@ -45,6 +48,8 @@ TIERS = {
                                      and v[0] in ("train_lm", "batchify")}),
     "04-attention": (u4.TRAINING, GPU_THRESHOLD_04, {name: v for name, v in u4.VARIANTS.items()
                                                      if u4.TRAINING in v[2]}),
+    "05-transformer": (u5.TRAINING, GPU_THRESHOLD_05, {name: v for name, v in u5.VARIANTS.items()
+                                                       if u5.TRAINING in v[2]}),
 }
 
 

@@ -55,6 +55,7 @@ ALLOWED = {
     "return weights @ v, weights",  # attention's last step, returning the (outputs, weights) that 04's spec names;
     # the chapter's `attention` stops there, short of the assignment's masked softmax and fully masked rows
     "self.combine = nn.Linear(2 * d_hidden, d_hidden)",  # 04's Part 4 gives this layer in its table of parameters
+    "schedule.step()",  # a learning-rate scheduler's step: every chapter that trains with one has it
 }
 MIN_CHARS = 12  # after removing whitespace: shorter lines (`x=0`, `i+=1`) are everywhere
 
