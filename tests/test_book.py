@@ -202,3 +202,15 @@ def test_unchanged_book_rebuilds_from_the_cache(book):
     executed = [line for line in log.splitlines() if "Executing notebook" in line]
     assert not executed, f"an unchanged chapter was executed again: {executed}"
     assert seconds < 60, f"a rebuild with nothing changed took {seconds:.0f} s; the budget is 60 s"
+
+
+def test_the_book_modules_share_one_worker_under_make_test():
+    """`make test`'s xdist scheduler keeps every module that reads the built book on one worker (conftest.py),
+    so no worker sits idle waiting for another's build; other tests keep their module or class scope."""
+    from conftest import BOOK_MODULES, scope_of
+
+    here = Path(__file__).resolve().parent
+    readers = {f"tests/{p.name}" for p in here.glob("test_*.py") if "built_book" in p.read_text(encoding="utf-8")}
+    assert readers == set(BOOK_MODULES)
+    assert {scope_of(f"{m}::test_x", m) for m in BOOK_MODULES} == {"the built book"}
+    assert scope_of("tests/test_cli.py::test_x", "tests/test_cli.py") == "tests/test_cli.py"

@@ -144,7 +144,9 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "cross-attention takes its keys and values from the decoder": ("DecoderBlock", [
         Edit(_CROSS_PRE, "            h = self.ln2(y)\n            y = y + self.cross_attn(h, h)\n", why="pre-norm"),
         Edit(_CROSS_POST, "            y = self.ln2(y + self.cross_attn(y, y))\n", why="post-norm")],
-        (DECODER, FORWARD, PROPERTIES, TRAINING)),
+        # the training run scores it too (the calibration in test_training.py); two training proofs, for the
+        # causality check (no causal mask) and the threshold (no positions), are enough for CI's time
+        (DECODER, FORWARD, PROPERTIES)),
     "decoder self-attention without the causal mask": ("Transformer", Edit(
         _CAUSAL, "        self_mask = None  # every position sees the whole target\n",
         why="teacher forcing then shows the answer"),
@@ -171,7 +173,7 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "targets not shifted for teacher forcing (the decoder reads tgt_out)": ("train_transformer", Edit(
         "        logits = model(batch.src, batch.tgt_in)  # (B, T, V)",
         "        logits = model(batch.src, batch.tgt_out)  # (B, T, V)", why="it learns to copy its input"),
-        (STEPS, TRAINING)),
+        (STEPS,)),  # visible: lmcourse check shows it; the training run scores it 0 as well (about 45 s a grade)
     "no warm-up": ("train_transformer", Edit(
         "lambda step: min(1.0, (step + 1) / warmup)", "lambda step: 1.0", why="the full rate from the first step"),
         (STEPS,)),
