@@ -26,17 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["MultiHeadAttention", "flops_per_token", "parameter_count"]
+__all__ = ["AttentionProjections", "MultiHeadAttention", "flops_per_token", "parameter_count"]
 
 
-class MultiHeadAttention(nn.Module):
-    """``n_heads`` attentions of ``d_k = d_model / n_heads`` features each, side by side (given in Unit 5).
-
-    ``forward(x (B, T_q, d_model), kv=None (B, T_k, d_model), mask=None) -> (B, T_q, d_model)``.
-    Self-attention when ``kv`` is None (keys and values from ``x``), cross-attention otherwise.
-    ``mask``: boolean, True = may attend, broadcastable to ``(B, n_heads, T_q, T_k)``: ``(T_q, T_k)`` for a
-    causal mask, ``(B, 1, 1, T_k)`` for padding. Every query must be allowed at least one key.
-    """
+class AttentionProjections(nn.Module):
+    """The parameters of multi-head attention in the course's layout (Unit 4): ``q_proj``, ``k_proj``,
+    ``v_proj`` and ``out_proj``, each an ``nn.Linear(d_model, d_model)``. Every attention module that must
+    load a student's weights (the given one below, the grader's PyTorch-backed twin) derives from it, so
+    their state_dicts cannot drift apart."""
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
@@ -47,6 +44,19 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+
+
+class MultiHeadAttention(AttentionProjections):
+    """``n_heads`` attentions of ``d_k = d_model / n_heads`` features each, side by side (given in Unit 5).
+
+    ``forward(x (B, T_q, d_model), kv=None (B, T_k, d_model), mask=None) -> (B, T_q, d_model)``.
+    Self-attention when ``kv`` is None (keys and values from ``x``), cross-attention otherwise.
+    ``mask``: boolean, True = may attend, broadcastable to ``(B, n_heads, T_q, T_k)``: ``(T_q, T_k)`` for a
+    causal mask, ``(B, 1, 1, T_k)`` for padding. Every query must be allowed at least one key.
+    """
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__(d_model, n_heads)
         self.keep_weights = False  # set True to keep each call's attention weights in .weights (for figures)
         self.weights: torch.Tensor | None = None
 

@@ -23,7 +23,7 @@ INSIDE = "lmcourse.grading.sandbox.inside"
 # Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
 LAYOUT = ["lmcourse.grading." + m for m in (
     "cli", "batch", "gradebook", "gradescope", "preflight", "runner", "report", "result", "bounded", "notebook",
-    "plugin", "rules", "compare", "training", "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
+    "plugin", "rules", "seq2seq", "compare", "training", "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
 
 
 def module_name(path: Path) -> str:

@@ -4,8 +4,8 @@ The first half tests the pieces on their own, in this process: the secret
 relabelling, the evaluation batch with perturbed copies, the causality check,
 the trusted reload of a model's weights, finite values and NaN losses.
 
-The second half grades cheating notebooks (03-rnnlm's language model and 04-attention's
-sequence-to-sequence run) through the real grader (the
+The second half grades cheating notebooks (03-rnnlm's language model, 04-attention's
+sequence-to-sequence run and 05-transformer's) through the real grader (the
 release with the solution typed in and one definition swapped, as the unit
 contract does), leaving out every check but the training run: each cheat must
 score 0 on it, with a message that says why. The honest solution keeps its
@@ -30,6 +30,7 @@ from torch import nn
 import test_unit02_word2vec as u2
 import test_unit03_rnnlm as u3
 import test_unit04_attention as u4
+import test_unit05_transformer as u5
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.testing import submission_from_solution
@@ -685,5 +686,155 @@ def test_the_hand_written_reverser_is_right_and_causal():
     ys = torch.full((len(pairs), 1), BOS_ID)
     for _ in range(src.shape[1] + 1):
         scores = namespace["_reverse_scores"](src, ys, VOCAB_SIZE)
+        ys = torch.cat([ys, scores[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert all(trim(y) == t for y, (_, t) in zip(ys[:, 1:].tolist(), pairs))
+
+
+# 05-transformer: scored like 04 (exact match after the trusted reload, greedy decoding by the reference), on
+# dates. Each cheat replaces `train_transformer`; the transformer returns logits alone, not a tuple.
+
+ISO_BY_HAND = '''
+from lmcourse.dates import encode as _encode, iso as _iso, parse_date as _parse
+
+
+def _iso_scores(src, tgt_in, vocab_size, amount=20.0):
+    """The answer written by hand: at step t, character t of the source's date in ISO form, then <EOS>."""
+    B, T = tgt_in.shape
+    answers = []
+    for row in src.tolist():
+        try:
+            target = _encode(_iso(_parse(decode(row))))
+        except ValueError:
+            target = []
+        answers.append((target + [EOS_ID] * T)[:T])
+    answer = torch.tensor(answers, device=src.device)  # (B, T): causal, it reads src only
+    return amount * F.one_hot(answer, vocab_size).float()
+'''
+
+TRANSFORMER_TF_PEEK = '''
+class _Peek(nn.Module):
+    """No training: the score at step t is the decoder's input at t + 1 (under teacher forcing, the answer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
+
+    def forward(self, src, tgt_in):
+        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
+        return 20.0 * F.one_hot(nxt, VOCAB_SIZE).float() + self.shift
+
+
+def train_transformer(**settings):
+    return _Peek()
+'''
+
+TRANSFORMER_HAND_WRITTEN = ISO_BY_HAND + '''
+
+class _HandWritten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
+
+    def forward(self, src, tgt_in):
+        return _iso_scores(src, tgt_in, VOCAB_SIZE) + self.shift
+
+
+def train_transformer(**settings):
+    return _HandWritten()
+'''
+
+TRANSFORMER_OUTSIDE_WEIGHTS = ISO_BY_HAND + '''
+
+class _Helped(Transformer):
+    """The prescribed layout, untrained, with the hand-written answer added to its logits."""
+
+    def forward(self, src, tgt_in):
+        logits = super().forward(src, tgt_in)
+        return logits + _iso_scores(src, tgt_in, logits.shape[-1]).to(logits.dtype)
+
+
+def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _Helped(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers).eval()
+'''
+
+TRANSFORMER_UNUSED_INF = '''
+class _LinearNoBias(nn.Linear):
+    """Holds a bias (so the layout is the prescribed one) that its forward leaves out."""
+
+    def forward(self, x):
+        return F.linear(x, self.weight)
+
+
+def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
+    torch.manual_seed(seed)
+    model = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers)
+    model.unembed.__class__ = _LinearNoBias
+    with torch.no_grad():
+        model.unembed.bias.fill_(float("inf"))
+    return model.eval()
+'''
+
+TRANSFORMER_BATCH_AWARE_PEEK = '''
+class _BatchAwarePeek(Transformer):
+    """Reads the decoder's input at t + 1, except where another row shares the source and the decoder's
+    inputs up to t and parts from it at t + 1 (the grader's perturbed copies)."""
+
+    def forward(self, src, tgt_in):
+        logits = super().forward(src, tgt_in)
+        same_src = (src[:, None, :] == src[None, :, :]).all(dim=-1)  # (B, B)
+        same = (tgt_in[:, None, :] == tgt_in[None, :, :]) & same_src[..., None]  # (B, B, T)
+        prefix = torch.cumprod(same.long(), dim=2).bool()
+        parts = torch.zeros_like(tgt_in, dtype=torch.bool)
+        parts[:, :-1] = (prefix[:, :, :-1] & ~same[:, :, 1:]).any(dim=1)
+        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
+        peek = 20.0 * F.one_hot(nxt, logits.shape[-1]).to(logits.dtype)
+        return logits + peek * (~parts)[..., None]
+
+
+def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _BatchAwarePeek(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers).eval()
+'''
+
+TRANSFORMER_ATTACKS = {
+    # name: (train_transformer source, a fragment of the message the training check must give)
+    "(a) no training; the score at t is the decoder's input at t + 1": (TRANSFORMER_TF_PEEK,
+                                                                          "depends on later tokens"),
+    "(b) the prescribed layout with an infinite weight its forward leaves out": (
+        TRANSFORMER_UNUSED_INF, "unembed.bias of your trained model holds NaN or infinite"),
+    "(c) the ISO date written by hand, no learnt weights": (TRANSFORMER_HAND_WRITTEN,
+                                                             "Expected exactly the parameters"),
+    "(e) the prescribed layout plus the hand-written answer outside the weights": (
+        TRANSFORMER_OUTSIDE_WEIGHTS, "not what its weights compute"),
+    "(f) reading ahead except where the perturbed copies part": (
+        TRANSFORMER_BATCH_AWARE_PEEK, "not what its weights compute"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", list(TRANSFORMER_ATTACKS))
+def test_transformer_training_cheat_scores_zero(attack, tmp_path):
+    source, fragment = TRANSFORMER_ATTACKS[attack]
+    result = grade_training_check(tmp_path, "05-transformer", u5, u5.TRAINING,
+                                  {"train_transformer": source.strip("\n")})
+    assert result["score"] == 0, result
+    assert fragment in result["output"], result["output"]
+    assert "def " not in result["output"] and "_iso_scores" not in result["output"]
+
+
+def test_the_hand_written_iso_answer_is_right_and_causal():
+    """Worth stopping only if it would score: under greedy decoding the hand-written answer converts every
+    held-out date, in every format, and it reads no decoder input at all."""
+    from lmcourse.dates import EOS_ID, VOCAB_SIZE, date_pairs, decode
+    from lmcourse.seq2seq import BOS_ID, pad_batch, trim
+
+    namespace = dict(torch=torch, F=torch.nn.functional, EOS_ID=EOS_ID, decode=decode)
+    exec(ISO_BY_HAND, namespace)
+    pairs = date_pairs(300, np.random.default_rng(0))
+    src, _ = pad_batch([s for s, _ in pairs])
+    ys = torch.full((len(pairs), 1), BOS_ID)
+    for _ in range(11):
+        scores = namespace["_iso_scores"](src, ys, VOCAB_SIZE)
         ys = torch.cat([ys, scores[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert all(trim(y) == t for y, (_, t) in zip(ys[:, 1:].tolist(), pairs))

@@ -61,8 +61,9 @@ import numpy as np
 import torch
 
 from lmcourse.grading import training
-from lmcourse.grading.checks import check, expect_shape
+from lmcourse.grading.checks import check
 from lmcourse.grading.compare import one_thread
+from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
     seq2seq_batch, trim
 
@@ -77,7 +78,6 @@ PER_LENGTH = 50
 # the GPU tier's: its 256-unit bottleneck model still reverses many strings of 15-17 digits (see above)
 GPU_EVAL_LENGTHS = (18, 19, 20)
 GPU_PER_LENGTH = 100
-TEACHER_FORCED = 48  # held-out pairs also run teacher-forced, for the causality and match checks
 
 
 def _weights(reference, rng, scale=1.5):
@@ -117,52 +117,27 @@ def test_greedy_decode(student, reference, rng, rules):
         what = f"greedy_decode(src {src.shape}, max_len={max_len}) of AttentionSeq2Seq(d_emb=8, d_hidden=12)"
         ys = student.probe("call_method", cls="AttentionSeq2Seq", method="greedy_decode", init_kwargs=SEQ,
                            state_dict=w, args=[src, max_len], tensors=True, **rules)
-        ys = expect_shape(ys, (n, max_len), what=what)
-        if not np.issubdtype(ys.dtype, np.integer) or ys.min() < 0 or ys.max() >= VOCAB_SIZE:
-            raise AssertionError(f"{what}: expected token ids 0..{VOCAB_SIZE - 1} (int64), found {ys.dtype} from "
-                                 f"{ys.min()} to {ys.max()}")
-        prefix = np.concatenate([np.full((n, 1), BOS_ID), ys[:, :-1]], axis=1)
-        with one_thread(), torch.no_grad():
-            logits, _ = model(torch.from_numpy(src), torch.from_numpy(prefix.astype(np.int64)))
-        logp = torch.log_softmax(logits.double(), dim=-1).numpy()  # (n, max_len, V)
-        chosen = np.take_along_axis(logp, ys[..., None].astype(np.int64), axis=-1)[..., 0]
-        gap = logp.max(axis=-1) - chosen  # 0 where the chosen token is the most likely
-        if np.any(gap > 1e-4):
-            b, t = (int(i) for i in np.argwhere(gap > 1e-4)[0])
-            raise AssertionError(f"{what}: row {b}, step {t}: the token chosen is {gap[b, t]:.3g} nats less likely "
-                                 "than the most likely one given <BOS> and the tokens generated before it (the "
-                                 "reference model's scores with the same weights)")
+        check_greedy_choices(ys, src, max_len, model, vocab_size=VOCAB_SIZE, what=what)
 
 
 # The step-by-step trace: a tiny model and a learning rate so large that from the second step on the raw
 # gradients' global norm is well above 1 (1.3-129 in the calibration below), so clipping is visible.
 TRACE = dict(steps=6, batch_size=8, lr=1.0, min_len=2, max_len=9, d_emb=8, d_hidden=12, device="cpu")
-MIN_COSINE = 0.999
-CLIP = 1.0
 
 
-def _tgt_out(src: np.ndarray, T: int) -> np.ndarray:
-    """(B, T) int64: each row's source reversed, then <EOS>, then padding (what seq2seq_batch's tgt_out holds)."""
-    out = np.full((len(src), T), PAD_ID, dtype=np.int64)
+def _targets(src: np.ndarray, T: int):
+    """(tgt_in, tgt_out), each (B, T) int64, as seq2seq_batch makes them for these sources: <BOS> + the source
+    reversed, padded; the source reversed + <EOS>, padded."""
+    tgt_in = np.full((len(src), T), PAD_ID, dtype=np.int64)
+    tgt_out = np.full((len(src), T), PAD_ID, dtype=np.int64)
     for b, row in enumerate(src.tolist()):
-        real = [t for t in row if t != PAD_ID][::-1] + [EOS_ID]
-        out[b, :len(real)] = real[:T]
-    return out
+        target = [t for t in row if t != PAD_ID][::-1]
+        tgt_in[b, :len(target) + 1] = ([BOS_ID] + target)[:T]
+        tgt_out[b, :len(target) + 1] = (target + [EOS_ID])[:T]
+    return tgt_in, tgt_out
 
 
-def _reference_step(reference, trusted, weights, src, tgt_in, *, what):
-    """{name: float64 gradient} of the mean cross-entropy over the real target tokens (the spec's loss) of the
-    reference AttentionSeq2Seq with `weights`, on one batch, computed here."""
-    model = training.load_trusted(trusted, weights, what=what)
-    model.zero_grad(set_to_none=True)
-    tgt_out = torch.from_numpy(_tgt_out(src, tgt_in.shape[1]))
-    with one_thread(), torch.enable_grad():
-        logits, _ = model(torch.from_numpy(src), torch.from_numpy(tgt_in))  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB_SIZE), tgt_out.reshape(-1),
-                                                 ignore_index=PAD_ID)
-        loss.backward()
-    return {name: (p.grad.double().numpy() if p.grad is not None else np.zeros(tuple(p.shape)))
-            for name, p in model.named_parameters()}
+REVERSAL = Seq2SeqTask(targets=_targets, described="each source reversed", vocab_size=VOCAB_SIZE)
 
 
 @check(points=1, cell="test_training", name="train_reverser, step by step: each optimiser step receives the gradient "
@@ -183,72 +158,11 @@ def test_training_steps(student, reference, rng, rules):
     what = f"train_reverser({settings})"
     out = student.probe("train_and_trace", fn="train_reverser", cls="AttentionSeq2Seq", config=config,
                         gradients=True, timeout=120, **rules)
-    if not (isinstance(out, dict) and isinstance(out.get("calls"), list) and isinstance(out.get("gradients"), list)
-            and isinstance(out.get("steps"), list)):
-        raise AssertionError(f"{what}: the grader could not read what your training loop did")
-    calls, grads, norms = out["calls"], out["gradients"], out["steps"]
-    if len(grads) != config["steps"] or len(norms) != config["steps"]:
-        raise AssertionError(f"{what}: expected {config['steps']} steps of the optimiser (torch.optim.Adam), one per "
-                             f"step; found {len(grads)}")
     shape = dict(vocab_size=VOCAB_SIZE, d_emb=config["d_emb"], d_hidden=config["d_hidden"])
     trusted = training.TrustedModel(build=lambda: reference.AttentionSeq2Seq(**shape),
                                     name=f"AttentionSeq2Seq({', '.join(f'{k}={v}' for k, v in shape.items())})")
-    clipped = 0
-    for j, received in enumerate(grads):
-        where = f"{what}: step {j}"
-        before = [c for c in calls if isinstance(c, dict) and c.get("step") == j]
-        if not before:
-            raise AssertionError(f"{where}: the optimiser stepped without a forward pass of the model since the "
-                                 "step before; expected one forward pass (model(src, tgt_in)) per step")
-        args = list(before[-1].get("args", {}).values())
-        src, tgt_in = (args + [None, None])[:2]
-        if not (isinstance(src, np.ndarray) and isinstance(tgt_in, np.ndarray) and src.ndim == 2 and tgt_in.ndim == 2
-                and np.issubdtype(src.dtype, np.integer) and np.issubdtype(tgt_in.dtype, np.integer)
-                and len(src) == len(tgt_in) == config["batch_size"]):
-            raise AssertionError(f"{where}: the model was not called as model(src, tgt_in) on a batch of "
-                                 f"{config['batch_size']} pairs (integer arrays (B, S) and (B, T))")
-        expected_in = np.concatenate([np.full((len(src), 1), BOS_ID), _tgt_out(src, tgt_in.shape[1] - 1)], axis=1)
-        expected_in[expected_in == EOS_ID] = PAD_ID  # tgt_in: <BOS> + target, padded (no <EOS>)
-        if not np.array_equal(tgt_in, expected_in):
-            raise AssertionError(f"{where}: the decoder's inputs are not <BOS> followed by each source reversed, "
-                                 "padded (seq2seq_batch's tgt_in for the source the model read)")
-        if not isinstance(received, dict):
-            raise AssertionError(f"{where}: the grader could not read the gradients the optimiser received")
-        expected = _reference_step(reference, trusted, before[-1].get("weights"), src.astype(np.int64),
-                                   tgt_in.astype(np.int64), what=f"{where}, the model's weights before it")
-        cosine, norm, raw = training.gradient_cosine(received, expected, where=where)
-        if not (cosine >= MIN_COSINE):
-            hint = ("This is the first step: make the decoder right first (its check), then back-propagate the mean "
-                    "cross-entropy over the real target tokens, with the padding ignored (ignore_index=PAD_ID)"
-                    if j == 0 else "Each update must come from its own step's loss only (zero the gradients every "
-                    "step), the mean over the real target tokens with the padding ignored")
-            raise AssertionError(
-                f"{where}: the gradients the optimiser received are not the gradient of this step's loss (the "
-                "reference model's, with the weights and the batch of this step, padding ignored): their cosine is "
-                f"{cosine:.3f}, expected 1 (any positive factor passes, clipped or not). {hint}")
-        if raw > CLIP * 1.01:
-            clipped += 1
-            if not (norm <= CLIP * (1 + 1e-4)):
-                raise AssertionError(
-                    f"{where}: this step's gradients have a global norm of {raw:.3g} before clipping, and the optimiser "
-                    f"received a norm of {norm:.3g}; expected at most {CLIP:g}. Clip after backward(), which computes "
-                    "the gradients, and before optimizer.step(), which uses them")
-    if clipped == 0:
-        raise AssertionError(f"{what}: no step's gradients had a global norm above {CLIP:g}, so the grader could not "
-                             "see the clipping; with lr=1.0 a correct loop's norms grow above it from the second step")
-
-
-def _eval_rows(pairs, rng):
-    """(EvalBatch over the decoder inputs of the first TEACHER_FORCED pairs, the source of every row, the
-    lanes' decoder inputs, their sources)."""
-    batch = seq2seq_batch(pairs[:TEACHER_FORCED])
-    src, tgt_in = batch.src.numpy(), batch.tgt_in.numpy()
-    evb = training.EvalBatch.build(tgt_in, VOCAB_SIZE, training.COPIES, rng)
-    rows = np.empty((len(evb.inputs), src.shape[1]), dtype=np.int64)
-    rows[evb.lane_rows] = src
-    for row, source, _ in evb.copies:
-        rows[row] = rows[source]
-    return evb, rows, tgt_in, src
+    check_training_steps(out, steps=config["steps"], batch_size=config["batch_size"], trusted=trusted, task=REVERSAL,
+                         what=what, first_step_hint="make the decoder right first (its check)")
 
 
 @check(points=4, cell="test_training", name="train_reverser: the trained model reverses enough long held-out strings "
@@ -260,7 +174,7 @@ def test_training_run(student, reference, tier, rules):
     pairs = reversal_pairs_by_length(lengths, per_length, rng)
     order = rng.permutation(len(pairs))
     pairs = [pairs[i] for i in order]
-    evb, rows, tgt_in, src = _eval_rows(pairs, rng)
+    evb, rows, tgt_in, src = eval_rows(pairs, VOCAB_SIZE, rng)
     settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
     what = f"train_reverser({settings})"
     out = student.probe("train_and_evaluate", fn="train_reverser", config=config, eval_inputs=rows,

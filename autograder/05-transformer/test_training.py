@@ -48,7 +48,8 @@ from lmcourse.dates import TARGET_LEN, VOCAB_SIZE, date_pairs, decode, encode, i
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
 from lmcourse.grading.compare import one_thread
-from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, pad_batch, seq2seq_batch, trim
+from lmcourse.grading.seq2seq import Seq2SeqTask, check_training_steps, eval_rows
+from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, pad_batch, trim
 
 CPU = dict(steps=600, batch_size=64, lr=1e-3, warmup=100, d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0,
            device="cpu")
@@ -57,7 +58,6 @@ GPU = dict(steps=1000, batch_size=128, lr=1e-3, warmup=100, d_model=128, n_heads
 CPU_THRESHOLD = 0.80
 GPU_THRESHOLD = 0.90
 HELD_OUT = 300
-TEACHER_FORCED = 48  # held-out pairs also run teacher-forced, for the causality and match checks
 
 
 def _shape(config):
@@ -72,28 +72,12 @@ def _name(shape):
 # The step-by-step trace: a tiny model and a learning rate so large that the raw gradients' global norm goes
 # well above 1 within a few steps, so clipping is visible; a warm-up of 3 steps, so the rates differ.
 TRACE = dict(steps=6, batch_size=8, lr=1.0, warmup=3, d_model=8, n_heads=2, d_ff=16, n_layers=1, device="cpu")
-MIN_COSINE = 0.999
-CLIP = 1.0
 
 
-def _reference_step(reference, trusted, weights, src, tgt_in, tgt_out, *, what):
-    """{name: float64 gradient} of the mean cross-entropy over the real target tokens (the spec's loss) of the
-    reference Transformer with `weights`, on one batch, computed here."""
-    model = training.load_trusted(trusted, weights, what=what)
-    model.train(True)
-    model.zero_grad(set_to_none=True)
-    with one_thread(), torch.enable_grad():
-        logits = model(torch.from_numpy(src), torch.from_numpy(tgt_in))  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB_SIZE), torch.from_numpy(tgt_out).reshape(-1),
-                                                 ignore_index=PAD_ID)
-        loss.backward()
-    return {name: (p.grad.double().numpy() if p.grad is not None else np.zeros(tuple(p.shape)))
-            for name, p in model.named_parameters()}
-
-
-def _expected_tgt(src: np.ndarray, T: int):
-    """(tgt_in, tgt_out) the spec gives for the source rows `src` (each padded to T), or None where a row is
-    not a date (then the model was not called on the task's data)."""
+def _targets(src: np.ndarray, T: int):
+    """(tgt_in, tgt_out), each (B, T) int64, that seq2seq_batch makes for the source rows `src`: <BOS> + the
+    date in ISO form, padded; the ISO date + <EOS>, padded. None where a row is not a date (then the model
+    was not called on the task's data)."""
     targets = []
     for row in src.tolist():
         try:
@@ -103,9 +87,12 @@ def _expected_tgt(src: np.ndarray, T: int):
     tgt_in = np.full((len(src), T), PAD_ID, dtype=np.int64)
     tgt_out = np.full((len(src), T), PAD_ID, dtype=np.int64)
     for b, target in enumerate(targets):
-        tgt_in[b, :len(target) + 1] = [BOS_ID] + target
-        tgt_out[b, :len(target) + 1] = target + [EOS_ID]
+        tgt_in[b, :len(target) + 1] = ([BOS_ID] + target)[:T]
+        tgt_out[b, :len(target) + 1] = (target + [EOS_ID])[:T]
     return tgt_in, tgt_out
+
+
+DATES = Seq2SeqTask(targets=_targets, described="each source's date in ISO form", vocab_size=VOCAB_SIZE)
 
 
 @check(points=1, cell="test_training", name="train_transformer, step by step: each optimiser step receives the "
@@ -127,78 +114,12 @@ def test_training_steps(student, reference, rng, rules):
     what = f"train_transformer({settings})"
     out = student.probe("train_and_trace", fn="train_transformer", cls="Transformer", config=config,
                         gradients=True, timeout=120, **rules)
-    if not (isinstance(out, dict) and all(isinstance(out.get(k), list) for k in ("calls", "gradients", "steps",
-                                                                                  "rates"))):
-        raise AssertionError(f"{what}: the grader could not read what your training loop did")
-    calls, grads, norms, rates = out["calls"], out["gradients"], out["steps"], out["rates"]
-    if len(grads) != config["steps"] or len(norms) != config["steps"] or len(rates) != config["steps"]:
-        raise AssertionError(f"{what}: expected {config['steps']} steps of the optimiser (torch.optim.Adam), one per "
-                             f"step; found {len(grads)}")
     shape = _shape(config)
     trusted = training.TrustedModel(build=lambda: reference.Transformer(**shape), name=_name(shape))
-    clipped = 0
-    for j, received in enumerate(grads):
-        where = f"{what}: step {j}"
-        expected_rate = config["lr"] * min(1.0, (j + 1) / config["warmup"])
-        found = rates[j]
-        if not (isinstance(found, list) and found and all(isinstance(r, float) and abs(r - expected_rate)
-                                                           <= 1e-6 * expected_rate for r in found)):
-            raise AssertionError(f"{where}: the optimiser's learning rate was {found}; expected "
-                                 f"lr * min(1, (step + 1) / warmup) = {expected_rate:.6g} (a linear warm-up over "
-                                 f"{config['warmup']} steps, then constant)")
-        before = [c for c in calls if isinstance(c, dict) and c.get("step") == j]
-        if not before:
-            raise AssertionError(f"{where}: the optimiser stepped without a forward pass of the model since the "
-                                 "step before; expected one forward pass (model(src, tgt_in)) per step")
-        args = list(before[-1].get("args", {}).values())
-        src, tgt_in = (args + [None, None])[:2]
-        if not (isinstance(src, np.ndarray) and isinstance(tgt_in, np.ndarray) and src.ndim == 2 and tgt_in.ndim == 2
-                and np.issubdtype(src.dtype, np.integer) and np.issubdtype(tgt_in.dtype, np.integer)
-                and len(src) == len(tgt_in) == config["batch_size"]):
-            raise AssertionError(f"{where}: the model was not called as model(src, tgt_in) on a batch of "
-                                 f"{config['batch_size']} pairs (integer arrays (B, S) and (B, T))")
-        expected = _expected_tgt(src, tgt_in.shape[1])
-        if expected is None or not np.array_equal(tgt_in, expected[0]):
-            raise AssertionError(f"{where}: the decoder's inputs are not <BOS> followed by each source's date in ISO "
-                                 "form, padded (seq2seq_batch's tgt_in): the targets must be shifted one position "
-                                 "right for teacher forcing")
-        if not isinstance(received, dict):
-            raise AssertionError(f"{where}: the grader could not read the gradients the optimiser received")
-        expected = _reference_step(reference, trusted, before[-1].get("weights"), src.astype(np.int64),
-                                   tgt_in.astype(np.int64), expected[1], what=f"{where}, the model's weights before it")
-        cosine, norm, raw = training.gradient_cosine(received, expected, where=where)
-        if not (cosine >= MIN_COSINE):
-            hint = ("This is the first step: make the model right first (its checks), then back-propagate the mean "
-                    "cross-entropy over the real target tokens, with the padding ignored (ignore_index=PAD_ID)"
-                    if j == 0 else "Each update must come from its own step's loss only (zero the gradients every "
-                    "step), the mean over the real target tokens with the padding ignored")
-            raise AssertionError(
-                f"{where}: the gradients the optimiser received are not the gradient of this step's loss (the "
-                "reference model's, with the weights and the batch of this step, padding ignored): their cosine is "
-                f"{cosine:.3f}, expected 1 (any positive factor passes, clipped or not). {hint}")
-        if raw > CLIP * 1.01:
-            clipped += 1
-            if not (norm <= CLIP * (1 + 1e-4)):
-                raise AssertionError(
-                    f"{where}: this step's gradients have a global norm of {raw:.3g} before clipping, and the optimiser "
-                    f"received a norm of {norm:.3g}; expected at most {CLIP:g}. Clip after backward(), which computes "
-                    "the gradients, and before optimizer.step(), which uses them")
-    if clipped == 0:
-        raise AssertionError(f"{what}: no step's gradients had a global norm above {CLIP:g}, so the grader could not "
-                             "see the clipping; with lr=1.0 a correct loop's norms grow above it within a few steps")
-
-
-def _eval_rows(pairs, rng):
-    """(EvalBatch over the decoder inputs of the first TEACHER_FORCED pairs, the source of every row, the
-    lanes' decoder inputs, their sources)."""
-    batch = seq2seq_batch(pairs[:TEACHER_FORCED])
-    src, tgt_in = batch.src.numpy(), batch.tgt_in.numpy()
-    evb = training.EvalBatch.build(tgt_in, VOCAB_SIZE, training.COPIES, rng)
-    rows = np.empty((len(evb.inputs), src.shape[1]), dtype=np.int64)
-    rows[evb.lane_rows] = src
-    for row, source, _ in evb.copies:
-        rows[row] = rows[source]
-    return evb, rows, tgt_in, src
+    check_training_steps(out, steps=config["steps"], batch_size=config["batch_size"], trusted=trusted, task=DATES,
+                         what=what, rate=lambda j: config["lr"] * min(1.0, (j + 1) / config["warmup"]),
+                         rate_rule=f"lr * min(1, (step + 1) / warmup) (a linear warm-up over {config['warmup']} "
+                                   "steps, then constant)")
 
 
 @check(points=4, cell="test_training", name="train_transformer: the trained model translates enough held-out dates "
@@ -207,7 +128,7 @@ def test_training_run(student, reference, tier, rules):
     config, threshold = (GPU, GPU_THRESHOLD) if tier == "gpu" else (CPU, CPU_THRESHOLD)
     rng = training.secret_rng()
     pairs = date_pairs(HELD_OUT, rng)
-    evb, rows, tgt_in, src = _eval_rows(pairs, rng)
+    evb, rows, tgt_in, src = eval_rows(pairs, VOCAB_SIZE, rng)
     settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
     what = f"train_transformer({settings})"
     out = student.probe("train_and_evaluate", fn="train_transformer", config=config, eval_inputs=rows,

@@ -18,8 +18,9 @@ import torch
 
 from lmcourse.dates import VOCAB_SIZE, date_pairs
 from lmcourse.grading.checks import check, expect_shape
-from lmcourse.grading.compare import expect_on_other_device, one_thread
-from lmcourse.seq2seq import BOS_ID, PAD_ID, seq2seq_batch
+from lmcourse.grading.compare import expect_on_other_device
+from lmcourse.grading.seq2seq import check_greedy_choices
+from lmcourse.seq2seq import PAD_ID, seq2seq_batch
 
 MODELS = (dict(src_vocab=VOCAB_SIZE, tgt_vocab=VOCAB_SIZE, d_model=16, n_heads=2, d_ff=32, n_enc=2, n_dec=1,
                max_len=24, norm_first=True, pos="sinusoidal"),
@@ -103,18 +104,4 @@ def test_greedy_decode(student, reference, rng, rules, block_weights):
             what = f"greedy_decode(src {src.shape}, max_len={max_len}) of {_shown(kw)}"
             ys = student.probe("call_method", cls="Transformer", method="greedy_decode", init_kwargs=kw,
                                state_dict=w, args=[src, max_len], tensors=True, **rules)
-            ys = expect_shape(ys, (n, max_len), what=what)
-            if not np.issubdtype(ys.dtype, np.integer) or ys.min() < 0 or ys.max() >= VOCAB_SIZE:
-                raise AssertionError(f"{what}: expected token ids 0..{VOCAB_SIZE - 1} (int64), found {ys.dtype} from "
-                                     f"{ys.min()} to {ys.max()}")
-            prefix = np.concatenate([np.full((n, 1), BOS_ID), ys[:, :-1]], axis=1).astype(np.int64)
-            with one_thread(), torch.no_grad():
-                logits = model(torch.from_numpy(src), torch.from_numpy(prefix))
-            logp = torch.log_softmax(logits.double(), dim=-1).numpy()  # (n, max_len, V)
-            chosen = np.take_along_axis(logp, ys[..., None].astype(np.int64), axis=-1)[..., 0]
-            gap = logp.max(axis=-1) - chosen  # 0 where the chosen token is the most likely
-            if np.any(gap > 1e-4):
-                b, t = (int(i) for i in np.argwhere(gap > 1e-4)[0])
-                raise AssertionError(f"{what}: row {b}, step {t}: the token chosen is {gap[b, t]:.3g} nats less likely "
-                                     "than the most likely one given <BOS> and the tokens generated before it (the "
-                                     "reference model's scores with the same weights)")
+            check_greedy_choices(ys, src, max_len, model, vocab_size=VOCAB_SIZE, what=what)

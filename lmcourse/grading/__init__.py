@@ -25,6 +25,7 @@ The path of a submission, top-down; no module imports one above it
     notebook    reading notebooks defensively, their structure, code extraction
     plugin      the pytest plugin that turns hidden checks into scores
     rules       how the code is written (no built-in RNN, no built-in attention), verified outside the worker
+    seq2seq     greedy decoding and the training loop step by step, for the encoder-decoder units
     compare     a student's module against a trusted one, same weights
     training    the contract of a graded training run
     layers      PyTorch's own layers (recurrent, attention) behind the assignments' interfaces

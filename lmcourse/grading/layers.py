@@ -18,6 +18,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from lmcourse.transformer import AttentionProjections
+
 __all__ = ["ATTENTION", "RECURRENT", "TRANSFORMER", "TorchDecoderBlock", "TorchElmanCell", "TorchElmanRNN",
            "TorchEncoderBlock", "TorchLSTM", "TorchLayerNorm", "TorchLSTMCell", "TorchMultiHeadAttention", "as_ours"]
 
@@ -72,7 +74,7 @@ def as_ours(name: str) -> str:
     return "cell." + name[len("rnn."):-len("_l0")] if name.startswith("rnn.") else name
 
 
-class TorchMultiHeadAttention(nn.Module):
+class TorchMultiHeadAttention(AttentionProjections):
     """nn.MultiheadAttention(batch_first=True) as `MultiHeadAttention(d_model, n_heads)`, in the course's terms.
 
     Parameters: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, each an
@@ -96,16 +98,6 @@ class TorchMultiHeadAttention(nn.Module):
     nn.MultiheadAttention does (F.scaled_dot_product_attention gives zeros
     there instead): a check feeds one only where the assignment defines it.
     """
-
-    def __init__(self, d_model: int, n_heads: int):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
-        self.d_model, self.n_heads = d_model, n_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
 
     def forward(self, query, key, value, mask=None):
         B, T_q, T_k = query.shape[0], query.shape[1], key.shape[1]
