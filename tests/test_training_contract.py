@@ -711,104 +711,41 @@ def _iso_scores(src, tgt_in, vocab_size, amount=20.0):
     return amount * F.one_hot(answer, vocab_size).float()
 '''
 
-TRANSFORMER_TF_PEEK = '''
-class _Peek(nn.Module):
-    """No training: the score at step t is the decoder's input at t + 1 (under teacher forcing, the answer)."""
-
-    def __init__(self):
-        super().__init__()
-        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
-
-    def forward(self, src, tgt_in):
-        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
-        return 20.0 * F.one_hot(nxt, VOCAB_SIZE).float() + self.shift
-
-
-def train_transformer(**settings):
-    return _Peek()
-'''
-
-TRANSFORMER_HAND_WRITTEN = ISO_BY_HAND + '''
-
-class _HandWritten(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.shift = nn.Parameter(torch.zeros(VOCAB_SIZE))
-
-    def forward(self, src, tgt_in):
-        return _iso_scores(src, tgt_in, VOCAB_SIZE) + self.shift
+# The same cheats as 04's, on 05's interface: train_transformer, the Transformer's constructor and its
+# unembedding, logits without attention weights, the ISO date written by hand instead of the reversal.
+FOR_TRANSFORMER = (
+    ("def train_reverser(d_emb=32, d_hidden=128, seed=0, **settings):",
+     "def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):"),
+    ("def train_reverser(**settings):", "def train_transformer(**settings):"),
+    ("(VOCAB_SIZE, d_emb, d_hidden)", "(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers)"),
+    ("logits, weights = super().forward(src, tgt_in)", "logits = super().forward(src, tgt_in)"),
+    (", weights\n", "\n"), (", None\n", "\n"),
+    ("AttentionSeq2Seq", "Transformer"), ("model.output", "model.unembed"), ("_reverse_scores(", "_iso_scores("),
+)
 
 
-def train_transformer(**settings):
-    return _HandWritten()
-'''
+def for_transformer(source: str) -> str:
+    """A 04 cheat (a train_reverser source) rewritten for 05; fails if a piece it names is not there."""
+    if source.startswith(REVERSER):
+        source = ISO_BY_HAND + source[len(REVERSER):]
+    for old, new in FOR_TRANSFORMER:
+        source = source.replace(old, new)
+    assert "reverser" not in source and "AttentionSeq2Seq" not in source and "weights\n" not in source, source
+    return source
 
-TRANSFORMER_OUTSIDE_WEIGHTS = ISO_BY_HAND + '''
-
-class _Helped(Transformer):
-    """The prescribed layout, untrained, with the hand-written answer added to its logits."""
-
-    def forward(self, src, tgt_in):
-        logits = super().forward(src, tgt_in)
-        return logits + _iso_scores(src, tgt_in, logits.shape[-1]).to(logits.dtype)
-
-
-def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
-    torch.manual_seed(seed)
-    return _Helped(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers).eval()
-'''
-
-TRANSFORMER_UNUSED_INF = '''
-class _LinearNoBias(nn.Linear):
-    """Holds a bias (so the layout is the prescribed one) that its forward leaves out."""
-
-    def forward(self, x):
-        return F.linear(x, self.weight)
-
-
-def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
-    torch.manual_seed(seed)
-    model = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers)
-    model.unembed.__class__ = _LinearNoBias
-    with torch.no_grad():
-        model.unembed.bias.fill_(float("inf"))
-    return model.eval()
-'''
-
-TRANSFORMER_BATCH_AWARE_PEEK = '''
-class _BatchAwarePeek(Transformer):
-    """Reads the decoder's input at t + 1, except where another row shares the source and the decoder's
-    inputs up to t and parts from it at t + 1 (the grader's perturbed copies)."""
-
-    def forward(self, src, tgt_in):
-        logits = super().forward(src, tgt_in)
-        same_src = (src[:, None, :] == src[None, :, :]).all(dim=-1)  # (B, B)
-        same = (tgt_in[:, None, :] == tgt_in[None, :, :]) & same_src[..., None]  # (B, B, T)
-        prefix = torch.cumprod(same.long(), dim=2).bool()
-        parts = torch.zeros_like(tgt_in, dtype=torch.bool)
-        parts[:, :-1] = (prefix[:, :, :-1] & ~same[:, :, 1:]).any(dim=1)
-        nxt = torch.cat([tgt_in[:, 1:], tgt_in[:, -1:]], dim=1)
-        peek = 20.0 * F.one_hot(nxt, logits.shape[-1]).to(logits.dtype)
-        return logits + peek * (~parts)[..., None]
-
-
-def train_transformer(d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0, **settings):
-    torch.manual_seed(seed)
-    return _BatchAwarePeek(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, d_ff, n_layers, n_layers).eval()
-'''
 
 TRANSFORMER_ATTACKS = {
     # name: (train_transformer source, a fragment of the message the training check must give)
-    "(a) no training; the score at t is the decoder's input at t + 1": (TRANSFORMER_TF_PEEK,
+    "(a) no training; the score at t is the decoder's input at t + 1": (for_transformer(TF_PEEK),
                                                                           "depends on later tokens"),
     "(b) the prescribed layout with an infinite weight its forward leaves out": (
-        TRANSFORMER_UNUSED_INF, "unembed.bias of your trained model holds NaN or infinite"),
-    "(c) the ISO date written by hand, no learnt weights": (TRANSFORMER_HAND_WRITTEN,
+        for_transformer(SEQ2SEQ_UNUSED_INF), "unembed.bias of your trained model holds NaN or infinite"),
+    "(c) the ISO date written by hand, no learnt weights": (for_transformer(HAND_WRITTEN),
                                                              "Expected exactly the parameters"),
     "(e) the prescribed layout plus the hand-written answer outside the weights": (
-        TRANSFORMER_OUTSIDE_WEIGHTS, "not what its weights compute"),
+        for_transformer(HAND_WRITTEN_OUTSIDE_WEIGHTS), "not what its weights compute"),
     "(f) reading ahead except where the perturbed copies part": (
-        TRANSFORMER_BATCH_AWARE_PEEK, "not what its weights compute"),
+        for_transformer(SEQ2SEQ_BATCH_AWARE_PEEK), "not what its weights compute"),
 }
 
 
