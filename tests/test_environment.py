@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _pyproject_pins():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return meta["dependencies"] + meta["optional-dependencies"]["test"]
+    extras = meta["optional-dependencies"]
+    return meta["dependencies"] + extras["weights"] + extras["test"]
 
 
 def test_every_dependency_is_pinned_exactly():

@@ -234,7 +234,8 @@ def test_bundle_contents(tmp_path):
     with zipfile.ZipFile(tmp_path / "autograder.zip") as z:
         names = set(z.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
-    assert {"setup.sh", "install_python.sh", "run_autograder", "requirements.txt", "pyproject.toml"} <= names
+    assert {"setup.sh", "install_python.sh", "run_autograder", "requirements.txt", "weights.txt",
+            "pyproject.toml"} <= names
     assert f"course/autograder/{FIXTURE_ID}/test_checks.py" in names and "src/lmcourse/grading/runner.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".egg-info"))]
     assert all(modes[n] & stat.S_IXUSR for n in ("setup.sh", "install_python.sh", "run_autograder"))
@@ -254,6 +255,9 @@ def test_bundle_contents(tmp_path):
     course = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "lmcourse" and project["version"] == course["version"] == __version__
     assert project["dependencies"] == reqs
+    weights = (src / "weights.txt").read_text().split()
+    assert weights == course["optional-dependencies"]["weights"] and all("==" in w for w in weights)
+    assert '--no-deps -r "$AG/source/weights.txt"' in install
     # `lmcourse gradescope` writes the same bytes (the zip is deterministic)
     cli = subprocess.run([sys.executable, "-m", "lmcourse.cli", "gradescope", FIXTURE_ID,
                           "--out", str(tmp_path / "cli.zip"), "--course", str(FIXTURE)], capture_output=True, text=True)

