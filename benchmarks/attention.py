@@ -47,7 +47,6 @@ and, trained on lengths 4-20 only, does not extrapolate past it. Graded lengths 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -67,11 +66,7 @@ B, H, D_K, D_MODEL = 4, 4, 32, 128
 
 def checks_module():
     """autograder/04-attention/test_seq2seq.py: CPU (the tier's settings), CPU_THRESHOLD, EVAL_LENGTHS."""
-    path = ROOT / "autograder" / "04-attention" / "test_seq2seq.py"
-    spec = importlib.util.spec_from_file_location("attention_checks_seq2seq", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return Course(ROOT).assignment("04-attention").checks_module("test_seq2seq")
 
 
 def seconds(fn, *inputs) -> float:

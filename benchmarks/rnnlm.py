@@ -41,7 +41,6 @@ third decimal at every length, since the two layers compute the same function.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -56,19 +55,9 @@ SHAPES = [(32, 32, 32, 128), (64, 64, 64, 256), (16, 128, 64, 512)]  # (B, T, d_
 STEPS = (100, 150, 200, 250, 300)
 
 
-def _load(name: str):
-    """A file of autograder/03-rnnlm/ as a module: the tier settings and the threshold come from
-    their one definition there."""
-    path = ROOT / "autograder" / "03-rnnlm" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"rnnlm_checks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def checks_module():
     """autograder/03-rnnlm/test_training.py: CPU (settings), CPU_THRESHOLD, LANES."""
-    return _load("test_training")
+    return Course(ROOT).assignment("03-rnnlm").checks_module("test_training")
 
 
 # nn.LSTM behind the assignment's `LSTM` interface (states (B, d) in and out), as the checks use it

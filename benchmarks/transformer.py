@@ -71,7 +71,6 @@ for the full tier (autograder/05-transformer/test_training.py).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 import warnings
@@ -84,6 +83,7 @@ from torch import nn
 from lmcourse.course import Course
 from lmcourse.dates import VOCAB_SIZE, date_pairs
 from lmcourse.seq2seq import BOS_ID, PAD_ID, pad_batch, trim
+from lmcourse.transformer import as_nn_multihead
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH, HEADS, LAYERS = 32, 4, 2
@@ -96,11 +96,7 @@ HELD_OUT, EVAL_SEED, TARGET_STEPS = 300, 2026, 11  # 10 characters of the ISO da
 
 def checks_module():
     """autograder/05-transformer/test_training.py: CPU (the tier's settings), CPU_THRESHOLD."""
-    path = ROOT / "autograder" / "05-transformer" / "test_training.py"
-    spec = importlib.util.spec_from_file_location("transformer_checks_training", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return Course(ROOT).assignment("05-transformer").checks_module("test_training")
 
 
 class TorchSeq2Seq(nn.Module):
@@ -131,13 +127,6 @@ class TorchSeq2Seq(nn.Module):
         return self.unembed(y)
 
 
-def _attention(prefix: str, theirs: str, p: dict) -> dict:
-    return {f"{theirs}.in_proj_weight": torch.cat([p[f"{prefix}.{n}_proj.weight"] for n in "qkv"]),
-            f"{theirs}.in_proj_bias": torch.cat([p[f"{prefix}.{n}_proj.bias"] for n in "qkv"]),
-            f"{theirs}.out_proj.weight": p[f"{prefix}.out_proj.weight"],
-            f"{theirs}.out_proj.bias": p[f"{prefix}.out_proj.bias"]}
-
-
 def torch_state(model, n_layers: int, norm_first: bool) -> dict:
     """The reference Transformer's parameters under TorchSeq2Seq's names (lmcourse.grading.layers' mapping)."""
     p = {k: v.detach() for k, v in model.state_dict().items()}
@@ -145,12 +134,12 @@ def torch_state(model, n_layers: int, norm_first: bool) -> dict:
     ff = {"ff.ff1": "linear1", "ff.ff2": "linear2"}
     for i in range(n_layers):
         ours, theirs = f"encoder.{i}", f"core.encoder.layers.{i}"
-        out.update(_attention(f"{ours}.attn", f"{theirs}.self_attn", p))
+        out.update(as_nn_multihead(p, f"{ours}.attn", f"{theirs}.self_attn"))
         names = {**ff, "ln1": "norm1", "ln2": "norm2"}
         out.update({f"{theirs}.{b}.{w}": p[f"{ours}.{a}.{w}"] for a, b in names.items() for w in ("weight", "bias")})
         ours, theirs = f"decoder.{i}", f"core.decoder.layers.{i}"
-        out.update(_attention(f"{ours}.self_attn", f"{theirs}.self_attn", p))
-        out.update(_attention(f"{ours}.cross_attn", f"{theirs}.multihead_attn", p))
+        out.update(as_nn_multihead(p, f"{ours}.self_attn", f"{theirs}.self_attn"))
+        out.update(as_nn_multihead(p, f"{ours}.cross_attn", f"{theirs}.multihead_attn"))
         names = {**ff, "ln1": "norm1", "ln2": "norm2", "ln3": "norm3"}
         out.update({f"{theirs}.{b}.{w}": p[f"{ours}.{a}.{w}"] for a, b in names.items() for w in ("weight", "bias")})
     if norm_first:

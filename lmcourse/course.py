@@ -112,6 +112,17 @@ class Assignment:
     def check_files(self) -> list[Path]:
         return sorted(self.checks_dir.glob("test_*.py")) if self.checks_dir.is_dir() else []
 
+    def checks_module(self, name: str) -> ModuleType:
+        """One file of the checks (``name`` without ``.py``) imported as a module, for the benchmarks that
+        reuse a tier's settings and threshold from their one definition. The grader never does this: it
+        runs the checks under pytest."""
+        path = self.checks_dir / f"{name}.py"
+        module_name = re.sub(r"\W", "_", self.id) + "_checks_" + name
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
     def limits_overrides(self) -> dict:
         """``limits.json`` as a dict of `sandbox.Limits` fields ({} when there is none)."""
         return json.loads(self.limits_path.read_text()) if self.limits_path.exists() else {}

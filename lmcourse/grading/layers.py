@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from lmcourse.transformer import AttentionProjections
+from lmcourse.transformer import AttentionProjections, as_nn_multihead
 
 __all__ = ["ATTENTION", "RECURRENT", "TRANSFORMER", "TorchDecoderBlock", "TorchElmanCell", "TorchElmanRNN",
            "TorchEncoderBlock", "TorchLSTM", "TorchLayerNorm", "TorchLSTMCell", "TorchMultiHeadAttention", "as_ours"]
@@ -112,13 +112,7 @@ class TorchMultiHeadAttention(AttentionProjections):
         # A layer on the "meta" device holds no numbers: only its forward is used, with our weights.
         layer = nn.MultiheadAttention(self.d_model, self.n_heads, batch_first=True, device="meta")
         layer.train(self.training)
-        weights = {
-            "in_proj_weight": torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]),
-            "in_proj_bias": torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]),
-            "out_proj.weight": self.out_proj.weight,
-            "out_proj.bias": self.out_proj.bias,
-        }
-        return functional_call(layer, weights, (query, key, value),
+        return functional_call(layer, self.nn_multihead_state(), (query, key, value),
                                {"attn_mask": blocked, "need_weights": True, "average_attn_weights": False})
 
 
@@ -134,17 +128,6 @@ def _blocked(mask, B: int, n_heads: int, T_q: int, T_k: int):
     if mask.dtype != torch.bool:
         raise TypeError(f"the mask must be boolean (True = may attend), not {mask.dtype}")
     return ~torch.broadcast_to(mask, (B, n_heads, T_q, T_k)).reshape(B * n_heads, T_q, T_k)
-
-
-def _attention_weights(prefix: str, module: nn.Module, theirs: str) -> dict:
-    """A course MultiHeadAttention's four projections (under `prefix`) as nn.MultiheadAttention's names."""
-    p = dict(module.named_parameters())
-    return {
-        f"{theirs}.in_proj_weight": torch.cat([p[f"{prefix}.{n}_proj.weight"] for n in "qkv"]),
-        f"{theirs}.in_proj_bias": torch.cat([p[f"{prefix}.{n}_proj.bias"] for n in "qkv"]),
-        f"{theirs}.out_proj.weight": p[f"{prefix}.out_proj.weight"],
-        f"{theirs}.out_proj.bias": p[f"{prefix}.out_proj.bias"],
-    }
 
 
 class _Projections(nn.Module):
@@ -190,7 +173,7 @@ class TorchEncoderBlock(nn.Module):
                                            norm_first=self.norm_first, device="meta")
         layer.train(self.training)
         p = dict(self.named_parameters())
-        weights = {**_attention_weights("attn", self, "self_attn"),
+        weights = {**as_nn_multihead(p, "attn", "self_attn"),
                    "linear1.weight": p["ff.ff1.weight"], "linear1.bias": p["ff.ff1.bias"],
                    "linear2.weight": p["ff.ff2.weight"], "linear2.bias": p["ff.ff2.bias"],
                    "norm1.weight": p["ln1.weight"], "norm1.bias": p["ln1.bias"],
@@ -225,8 +208,8 @@ class TorchDecoderBlock(nn.Module):
                                            norm_first=self.norm_first, device="meta")
         layer.train(self.training)
         p = dict(self.named_parameters())
-        weights = {**_attention_weights("self_attn", self, "self_attn"),
-                   **_attention_weights("cross_attn", self, "multihead_attn"),
+        weights = {**as_nn_multihead(p, "self_attn", "self_attn"),
+                   **as_nn_multihead(p, "cross_attn", "multihead_attn"),
                    "linear1.weight": p["ff.ff1.weight"], "linear1.bias": p["ff.ff1.bias"],
                    "linear2.weight": p["ff.ff2.weight"], "linear2.bias": p["ff.ff2.bias"],
                    **{f"norm{i}.{w}": p[f"ln{i}.{w}"] for i in (1, 2, 3) for w in ("weight", "bias")}}
