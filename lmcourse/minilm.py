@@ -36,7 +36,8 @@ from lmcourse.data import fetch
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["HF_LAYER_TO_COURSE", "HF_TO_COURSE", "config", "course_name", "special_ids", "state_dict", "vocab"]
+__all__ = ["HF_LAYER_TO_COURSE", "HF_TO_COURSE", "config", "course_name", "piece_ids", "special_ids", "state_dict",
+           "vocab"]
 
 # Hugging Face BertModel's module names -> the course's: outside the layers, and inside layer i
 # ("encoder.layer.{i}." -> "layers.{i}."). Every module holds a weight, and a bias unless it is an embedding.
@@ -87,9 +88,19 @@ def vocab() -> tuple[str, ...]:
     return tuple(lines)
 
 
+@lru_cache(maxsize=1)
+def _piece_ids() -> dict[str, int]:
+    return {piece: i for i, piece in enumerate(vocab())}
+
+
+def piece_ids() -> dict[str, int]:
+    """The vocabulary as ``{piece: id}``, the lookup WordPiece needs (a fresh dict each call)."""
+    return dict(_piece_ids())
+
+
 def special_ids() -> dict[str, int]:
     """{"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103} as the vocabulary has them."""
-    ids = {token: i for i, token in enumerate(vocab())}
+    ids = _piece_ids()
     return {token: ids[token] for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
 
 

@@ -348,7 +348,9 @@ def test_the_two_halves_of_each_rule_agree():
     unflagged = {"lstm", "gru"}  # torch.lstm, torch.gru: as attributes, names too common to flag (self.lstm)
     for keyword, refusal in probes.REFUSALS.items():
         assert set(refusal.names) - unflagged <= rules.RULES[keyword].names, keyword
-        assert all(rules.families(f"torch.{name}") == {keyword} for name in set(refusal.names) - unflagged)
+        # a name may belong to several rules (nn.MultiheadAttention's kernel: built-in attention, and 06-bert's
+        # ready-made layers); the scan must name this rule among them
+        assert all(keyword in rules.families(f"torch.{name}") for name in set(refusal.names) - unflagged)
     guard = {name for name, value in vars(probes).items()
              if (isinstance(value, type) and issubclass(value, probes.BuiltinUsed))
              or value is probes.REFUSALS or any(value is r.names for r in probes.REFUSALS.values())

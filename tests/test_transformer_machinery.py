@@ -199,3 +199,71 @@ def test_train_and_trace_records_each_steps_learning_rate(student):
     out = probes.run_local("train_and_trace", student, fn="train", cls="ByHand", config={"lr": 0.1, "warmup": 2})
     assert [r[0] for r in out["rates"]] == pytest.approx([0.05, 0.1, 0.1])
     assert len(out["steps"]) == len(out["calls"]) == 3
+
+
+# 06-bert: PyTorch's ready-made encoder layer refused, LayerNorm and the given attention allowed
+ENCODER_STUDENT = """
+import torch
+from torch import nn
+from lmcourse.transformer import MultiHeadAttention
+
+
+class Ready(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class Parts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = MultiHeadAttention(8, 2)
+        self.ln = nn.LayerNorm(8, eps=1e-12)
+
+    def forward(self, x):
+        return self.ln(x + self.attn(x))
+
+
+def draw(n, generator):
+    return torch.rand(n, generator=generator)
+
+
+def ignore(n, generator):
+    return torch.rand(n)
+"""
+
+
+@pytest.fixture
+def encoder_student():
+    module = types.ModuleType("student_encoder")
+    exec(compile(ENCODER_STUDENT, "student_encoder.py", "exec"), module.__dict__)
+    return module
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "inference"])
+def test_the_encoder_rule_refuses_the_ready_made_layer_and_keeps_layer_norm_and_the_given_attention(
+        encoder_student, grad):
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
+    with pytest.raises(probes.BuiltinEncoderUsed, match="encoder layer written from its parts"):
+        probes.run_local("module_forward", encoder_student, cls="Ready", inputs=[x], grad=grad, no_builtin_encoder=True)
+    assert probes.run_local("module_forward", encoder_student, cls="Ready", inputs=[x], grad=grad)["outputs"]
+    out = probes.run_local("module_forward", encoder_student, cls="Parts", inputs=[x], grad=grad, no_builtin_encoder=True)
+    assert out["outputs"][0].shape == x.shape
+    found = rules.scan(ENCODER_STUDENT)
+    assert rules.applying(found, "no_builtin_encoder")
+    assert not rules.applying(rules.scan(ENCODER_STUDENT.replace("nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)",
+                                                                 "Parts()")), "no_builtin_encoder")
+    for cheat in ("nn.MultiheadAttention(8, 2)", "F.multi_head_attention_forward", "torch._transformer_encoder_layer_fwd"):
+        assert rules.applying(rules.scan(f"import torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+                                         f"y = {cheat}\n"), "no_builtin_encoder"), cheat
+
+
+def test_call_with_generators_gives_each_call_its_own_seeded_generator(encoder_student):
+    same = probes.run_local("call_with_generators", encoder_student, fn="draw", args=[4], seeds=[7, 7, 8])
+    assert np.array_equal(same[0], same[1]) and not np.array_equal(same[0], same[2])
+    # torch's global generator is reset before every call: a function that ignores its generator repeats itself
+    ignored = probes.run_local("call_with_generators", encoder_student, fn="ignore", args=[4], seeds=[7, 8])
+    assert np.array_equal(ignored[0], ignored[1])

@@ -90,6 +90,15 @@ RULES = {
         asks_for="layer normalisation and the transformer's blocks written with tensor operations",
         refused="Built-in normalisation layers and transformer layers (nn.LayerNorm, F.layer_norm, nn.GroupNorm, "
                 "nn.RMSNorm, the nn.Transformer layers)"),
+    # 06-bert: nn.LayerNorm and the given attention are allowed (Unit 5 graded both); what is refused is
+    # PyTorch's ready-made encoder layer and its attention module, which would write BertLayer for the student
+    "no_builtin_encoder": Rule(
+        layers=frozenset({"MultiheadAttention", "multi_head_attention_forward", "Transformer", "TransformerEncoder",
+                          "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer"}),
+        kernels=frozenset({"_native_multi_head_attention", "_transformer_encoder_layer_fwd"}),
+        asks_for="the encoder layer written from its parts (the given attention, linear layers, LayerNorm)",
+        refused="Built-in transformer layers and attention modules (the nn.Transformer layers, "
+                "nn.MultiheadAttention)"),
 }
 # Every rule's layers, as the scan looks for them.
 BUILTIN_LAYERS = frozenset().union(*(rule.layers for rule in RULES.values()))
@@ -102,7 +111,8 @@ TORCH_KERNELS = TORCH_TABLES.union(*(rule.kernels for rule in RULES.values()))
 INSIDE_PACKAGE = "lmc_inside"
 GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_builtins", "without_builtin_rnn",
                               "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION", "BUILTIN_NORMS",
-                              "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES"})
+                              "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES",
+                              "BUILTIN_ENCODER", "BuiltinEncoderUsed"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",

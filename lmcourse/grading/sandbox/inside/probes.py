@@ -216,6 +216,16 @@ class BuiltinNormUsed(BuiltinUsed):
     nn.Transformer layers, which use it, was called."""
 
 
+# What nn.TransformerEncoderLayer and nn.MultiheadAttention call (in training, and their fused kernels in
+# inference), and nothing that nn.LayerNorm or the course's MultiHeadAttention (F.scaled_dot_product_attention)
+# calls: 06-bert refuses the ready-made layers and keeps those.
+BUILTIN_ENCODER = ("multi_head_attention_forward", "_native_multi_head_attention", "_transformer_encoder_layer_fwd")
+
+
+class BuiltinEncoderUsed(BuiltinUsed):
+    """One of PyTorch's ready-made transformer layers or nn.MultiheadAttention was called."""
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A family of PyTorch built-ins that an assignment can refuse.
@@ -249,6 +259,11 @@ REFUSALS = {
         "PyTorch's built-in normalisation was called (torch's `{name}`, used by nn.LayerNorm, F.layer_norm and "
         "the nn.Transformer layers); this assignment asks for layer normalisation and the transformer's blocks "
         "written with tensor operations"),
+    "no_builtin_encoder": Refusal(
+        BUILTIN_ENCODER, ("torch.nn.functional", "torch"), BuiltinEncoderUsed,
+        "PyTorch's ready-made transformer layers were called (torch's `{name}`, used by nn.MultiheadAttention and "
+        "the nn.Transformer layers); this assignment asks for the encoder layer written from its parts (the given "
+        "attention, linear layers, LayerNorm)"),
 }
 
 _ABSENT = object()  # what a name that is not there holds
@@ -388,6 +403,25 @@ def call_many(module, *, fn: str, each, common=None):
         raise ProbeUsageError("each must be a list of keyword-argument dicts")
     common = dict(common or {})
     return [f(**common, **kw) for kw in each]
+
+
+@probe
+def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), keyword: str = "generator"):
+    """``[fn(*args, **kwargs, generator=torch.Generator().manual_seed(s)) for s in seeds]``: a function that
+    draws its randomness from a ``torch.Generator`` it is given (BERT's masking), once per seed.
+
+    Arrays become tensors. torch's global generator (and NumPy's) is seeded with the same value before every
+    call, so a function that ignores the generator it was given returns the same result for every seed,
+    and a check can tell. Results come back as plain data (tensors as arrays).
+    """
+    torch = _torch()
+    f = _get(module, fn, "function")
+    out = []
+    for s in list(seeds):
+        seed_everything(0)
+        generator = torch.Generator().manual_seed(int(s))
+        out.append(f(*to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})), **{keyword: generator}))
+    return out
 
 
 @probe
