@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["AttentionProjections", "MultiHeadAttention", "as_nn_multihead", "flops_per_token", "parameter_count"]
+__all__ = ["AttentionProjections", "MultiHeadAttention", "as_nn_multihead", "bert_init", "flops_per_token",
+           "parameter_count"]
 
 
 class AttentionProjections(nn.Module):
@@ -98,6 +99,22 @@ class MultiHeadAttention(AttentionProjections):
                     scores = scores.masked_fill(~mask, float("-inf"))
                 self.weights = scores.softmax(dim=-1)
         return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T_q, h, d_k) -> (B, T_q, d_model)
+
+
+def bert_init(model: nn.Module, std: float = 0.02) -> nn.Module:
+    """BERT's initialisation (Devlin et al., 2019; ``initializer_range`` 0.02 in its config): every linear and
+    embedding weight drawn from N(0, std^2), every linear bias zero; LayerNorms keep gain 1 and bias 0.
+
+    PyTorch's defaults (embeddings N(0, 1), linear weights uniform in +-1/sqrt(fan_in)) make a tiny BERT's
+    embeddings tower over its position and segment vectors and start its masked-LM softmax far from
+    uniform; with std 0.02 every token starts near the unigram-free loss ln V. Returns the model.
+    """
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+    return model
 
 
 def parameter_count(model: nn.Module) -> int:

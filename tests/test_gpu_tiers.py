@@ -12,7 +12,9 @@ threshold, the numbers a calibration note quotes.
 Units with a GPU tier: 03-rnnlm (`train_lm`: a 256-unit LSTM, 1,000 steps; a validation loss, at most the
 threshold), 04-attention (`train_reverser`: a 256-unit GRU encoder-decoder with attention, 2,000 steps;
 an exact-match accuracy, at least the threshold) and 05-transformer (`train_transformer`: a 2+2-layer
-pre-norm transformer of width 128, 1,000 steps; an exact-match accuracy on dates).
+pre-norm transformer of width 128, 1,000 steps; an exact-match accuracy on dates) and 06-bert (`pretrain_mlm`:
+the CPU tier's BERT of width 64, 4,000 steps; a held-out masked-LM loss, at most the threshold; its fine-tuning
+check, graded in the same way, is left out here: this file holds one training check per unit).
 02-word2vec's seven training checks are short planted-cluster runs with no
 tier of their own; 01-ngrams trains nothing.
 """
@@ -28,6 +30,7 @@ import torch
 import test_unit03_rnnlm as u3
 import test_unit04_attention as u4
 import test_unit05_transformer as u5
+import test_unit06_bert as u6
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.testing import submission_from_solution
 
@@ -41,6 +44,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
 # exactly this value, so the two cannot drift apart unnoticed.
 GPU_THRESHOLD_04 = 0.50
 GPU_THRESHOLD_05 = 0.90
+GPU_THRESHOLD_06 = 4.80
 
 # unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
 TIERS = {
@@ -50,6 +54,7 @@ TIERS = {
                                                      if u4.TRAINING in v[2]}),
     "05-transformer": (u5.TRAINING, GPU_THRESHOLD_05, {name: v for name, v in u5.VARIANTS.items()
                                                        if u5.TRAINING in v[2]}),
+    "06-bert": (u6.PRETRAIN, GPU_THRESHOLD_06, {name: v for name, v in u6.VARIANTS.items() if u6.PRETRAIN in v[2]}),
 }
 
 

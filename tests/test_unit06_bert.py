@@ -10,7 +10,10 @@ huggingface/transformers#32329) or none left unchanged (80/20), or ignores the g
 encoder with tanh-approximate GELU, LayerNorm's default eps (1e-5 instead of BERT's 1e-12), pre-norm
 instead of post-norm, padding not masked, no segment or no position embeddings; mean pooling over the
 padding; an MLM head with a decoder matrix of its own, a loss averaged over every position; a classifier on
-the mean of the tokens where [CLS] is documented. The correct alternates (a WordPiece that walks ends
+the mean of the tokens where [CLS] is documented; and one bug per training run: pretraining that predicts
+the corrupted inputs instead of the original ids (the held-out masked-LM loss), fine-tuning that ignores the
+pretrained encoder it is given (pretrained no better than from scratch). The two training runs (about 100 s
+a grade on one core) run for the solution and for those two variants only. The correct alternates (a WordPiece that walks ends
 upward; masking by one exact count per row; the layer as functions of its parameters with einsum) must
 earn full marks.
 """
@@ -39,6 +42,10 @@ SENTENCES = "mean_pool: MiniLM's sentence embeddings from your BertModel and mea
 MLM_HEAD = ("BertForMLM: logits and gradients match the reference with the same weights; the decoder is the token "
             "embedding matrix (tied)")
 MLM_LOSS = "mlm_loss: the mean cross-entropy over the selected positions only"
+PRETRAIN = ("pretrain_mlm: the pretrained model's masked-LM loss on held-out lines (masked by the grader) is low "
+            "enough")
+FINE_TUNE = ("fine_tune: the pretrained encoder, fine-tuned, tells real lines from shuffled ones more accurately than "
+             "the same recipe from scratch can")
 CLASSIFIER = ("BertClassifier: logits and gradients match the reference with the same weights (the head reads [CLS], "
               "position 0)")
 
@@ -155,6 +162,16 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "        return self.head(h[:, 0])  # [CLS] is at position 0", "        return self.head(h.mean(dim=1))",
         why="mean pooling where [CLS] is documented"),
         (CLASSIFIER,)),
+    # the two training runs, each with the bug that defeats it (about a minute each on one core)
+    "pretrain_mlm predicts the corrupted inputs, not the original ids": ("pretrain_mlm", Edit(
+        "        loss = mlm_loss(model.head(h[selected]), labels[selected])",
+        "        loss = mlm_loss(model.head(h[selected]), inputs[selected])", why="learns to copy [MASK]"),
+        (PRETRAIN,)),
+    "fine_tune ignores bert_state (always from scratch)": ("fine_tune", Edit(
+        "    if bert_state is not None:\n"
+        "        model.bert.load_state_dict({name: torch.as_tensor(value) for name, value in bert_state.items()})\n",
+        "", why="the pretrained encoder never used"),
+        (FINE_TUNE,)),
 }
 
 # name -> {function or class: Edit(s) of the solution}: correct implementations that must earn full marks
@@ -190,9 +207,11 @@ ALTERNATES: dict[str, dict[str, Edit | list[Edit]]] = {
 
 class TestUnit06Bert(UnitContract):
     AID = "06-bert"
-    MAX_SCORE = 20
-    STUDENT_FUNCTIONS = 13
+    MAX_SCORE = 26
+    STUDENT_FUNCTIONS = 15
     RELEASE_MUST_NOT_CONTAIN = ('"##" + word[start:end]', "outcome < 0.8", "self.ln1(x + self.attn(x, mask=mask))",
                                 "@ self.bert.tok_emb.weight.T", "self.head(h[:, 0])")
     VARIANTS = VARIANTS
+    EXPENSIVE = (PRETRAIN, FINE_TUNE)  # about 70 s and 35 s a grade on one core; run for the variants they catch
     ALTERNATES = ALTERNATES
+    RUN_DEMOS = False  # its demo is the CPU tier (a pretraining and two fine-tunings: about 100 s on one core)
