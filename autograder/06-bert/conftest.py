@@ -1,7 +1,8 @@
 """What the checks of 06-bert share: this assignment's rule (PyTorch's ready-made transformer layers and
 nn.MultiheadAttention are refused on the student's side, ``no_builtin_encoder``; nn.LayerNorm and the given
 MultiHeadAttention stay allowed), the module comparisons (`lmcourse.grading.compare`), random weights that
-make every LayerNorm visible, and MiniLM's real weights and WordPiece batches of real sentences.
+make every LayerNorm visible (`lmcourse.grading.compare.block_weights`), and MiniLM's real weights and
+WordPiece batches of real sentences.
 
 The trusted side of every module comparison is the reference solution's class. The reference itself is
 held to the real thing by the project's tests: loaded with MiniLM's weights it equals
@@ -10,14 +11,13 @@ held to the real thing by the project's tests: loaded with MiniLM's weights it e
 
 from __future__ import annotations
 
-from functools import lru_cache
+import functools
 
 import numpy as np
 import pytest
-import torch
 
 from lmcourse import minilm
-from lmcourse.grading.compare import comparison_fixtures
+from lmcourse.grading.compare import block_weights as compare_block_weights, comparison_fixtures
 
 RULES = dict(no_builtin_encoder=True)
 
@@ -30,33 +30,14 @@ SENTENCES = ("We sat on the bank of the river.", "She took the money to the bank
 PAIRS = (("The light was green.", "So we drove on."), ("Play the tape again.", "It is a play in five acts."))
 
 
-def _block_weights(cls, init_kwargs: dict, rng, scale: float = 1.5) -> dict:
-    """{name: float32 array}: a freshly initialised `cls` (the reference's) with its linear and embedding
-    weights times `scale` and every LayerNorm's gamma and beta drawn at random (ones and zeros would hide
-    a LayerNorm in the wrong place), and the MLM head's bias random (zeros would hide a missing bias)."""
-    torch.manual_seed(int(rng.integers(1 << 30)))
-    module = cls(**init_kwargs)
-    out = {}
-    for name, value in module.state_dict().items():
-        value = value.double().numpy()
-        owner = name.split(".")[-2] if "." in name else ""
-        if owner.startswith("ln") or owner == "emb_ln" or owner == "ln":
-            value = (1.0 if name.endswith("weight") else 0.0) + 0.5 * rng.normal(size=value.shape)
-        elif name == "bias":  # BertForMLM's output bias
-            value = rng.normal(size=value.shape)
-        else:
-            value = scale * value
-        out[name] = value.astype(np.float32)
-    return out
-
-
 @pytest.fixture
 def block_weights():
-    """`block_weights(cls, init_kwargs, rng, scale=1.5)`: see `_block_weights`."""
-    return _block_weights
+    """`block_weights(cls, init_kwargs, rng, scale=1.5)`: `lmcourse.grading.compare.block_weights`, with
+    BertForMLM's output bias (zeros at initialisation: a missing bias would not show) drawn too."""
+    return functools.partial(compare_block_weights, drawn=("bias",))
 
 
-@lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=1)
 def _minilm_weights() -> dict:
     return minilm.state_dict()
 

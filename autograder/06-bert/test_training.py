@@ -110,6 +110,19 @@ def _probe_model(student, fn, config, rows, mask, rules, timeout, what):
     return out
 
 
+def _trusted(reference, cls: str, extra: dict, config: dict, mask: np.ndarray, out: dict, rows: np.ndarray, *,
+             what: str):
+    """(the reference's `cls` with the student's trained weights, its outputs on `rows` with attention mask
+    `mask`), computed here: the contract's trusted model (`training.load_trusted` checks the layout)."""
+    shape = dict(extra, vocab_size=len(compact_vocab()), **{k: config[k] for k in ("d_model", "n_heads", "d_ff",
+                                                                                  "n_layers", "max_len")})
+    am = torch.from_numpy(mask)
+    trusted = training.TrustedModel(build=lambda: getattr(reference, cls)(**shape), name=f"{cls}({_settings(shape)})",
+                                    forward=lambda model, x: model(x, attention_mask=am))
+    model = training.load_trusted(trusted, out.get("state_dict"), what=what)
+    return model, training.trusted_logits(trusted, model, rows)
+
+
 def _pretrain(student, reference, tier, rules, config, relabel):
     """The student's pretrain_mlm under the contract: returns (its state_dict, the trusted model, shown)."""
     V = len(compact_vocab())
@@ -129,15 +142,9 @@ def _pretrain(student, reference, tier, rules, config, relabel):
             raise AssertionError(f"{shown}, then the model on held-out rows and copies whose padding holds other ids: "
                                  f"the log-probabilities at real tokens moved by up to {moved:.3g}; padding is not "
                                  "data (mask it in attention)")
-    shape = dict(vocab_size=V, d_model=config["d_model"], n_heads=config["n_heads"], d_ff=config["d_ff"],
-                 n_layers=config["n_layers"], max_len=config["max_len"])
-    name = "BertForMLM(" + _settings(shape) + ")"
-    am = torch.from_numpy(mask)
-    trusted = training.TrustedModel(build=lambda: reference.BertForMLM(**shape), name=name,
-                                    forward=lambda model, x: model(x, attention_mask=am))
-    model = training.load_trusted(trusted, out.get("state_dict"), what=shown)
-    expected = training.trusted_logits(trusted, model, rows)
-    training.check_match(logits, expected, what=f"{shown}, then the model on {len(rows)} held-out rows", name=name)
+    model, expected = _trusted(reference, "BertForMLM", {}, config, mask, out, rows, what=shown)
+    training.check_match(logits, expected, what=f"{shown}, then the model on {len(rows)} held-out rows",
+                         name="the reference BertForMLM")
     return out["state_dict"], model, shown, valid
 
 
@@ -188,16 +195,9 @@ def _accuracy(student, reference, tier, rules, config, examples, labels, test_x,
         if not moved <= training.CAUSAL_TOL:
             raise AssertionError(f"{what}, then the classifier on held-out rows and copies whose padding holds other "
                                  f"ids: the log-probabilities moved by up to {moved:.3g}; padding is not data")
-    shape = dict(n_classes=2, vocab_size=len(compact_vocab()), d_model=config["d_model"], n_heads=config["n_heads"],
-                 d_ff=config["d_ff"], n_layers=config["n_layers"], max_len=config["max_len"])
-    name = "BertClassifier(" + _settings(shape) + ")"
-    am = torch.from_numpy(mask)
-    trusted = training.TrustedModel(build=lambda: reference.BertClassifier(**shape), name=name,
-                                    forward=lambda model, x: model(x, attention_mask=am))
-    model = training.load_trusted(trusted, out.get("state_dict"), what=what)
-    expected = training.trusted_logits(trusted, model, rows)
+    model, expected = _trusted(reference, "BertClassifier", {"n_classes": 2}, config, mask, out, rows, what=what)
     training.check_match(logits[:, None, :], expected[:, None, :], what=f"{what}, then the classifier on {len(rows)} "
-                         "held-out rows", name=name)
+                         "held-out rows", name="the reference BertClassifier")
     return float(np.mean(expected[:len(test_x)].argmax(-1) == np.asarray(test_y)))
 
 

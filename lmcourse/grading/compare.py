@@ -43,8 +43,8 @@ import numpy as np
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.checks import expect_close
 
-__all__ = ["TOLERANCES", "as_dtype", "compare_modules", "expect_on_other_device", "flat", "one_thread",
-           "random_weights", "run_both"]
+__all__ = ["TOLERANCES", "as_dtype", "block_weights", "compare_modules", "expect_on_other_device", "flat",
+           "one_thread", "random_weights", "run_both"]
 
 # (rtol, atol) of a comparison, by the dtype both sides run in (None: the weights' float32)
 TOLERANCES = {None: (1e-4, 1e-5), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-11)}
@@ -91,6 +91,34 @@ def random_weights(trusted, cls: str, init_kwargs: dict, seed: int, scale: float
     torch.manual_seed(seed)
     module = getattr(trusted, cls)(**init_kwargs)
     return {k: (scale * v).numpy().astype(np.float32) for k, v in module.state_dict().items()}
+
+
+def block_weights(cls, init_kwargs: dict, rng, scale: float = 1.5, drawn: tuple[str, ...] = ()) -> dict:
+    """{name: float32 array}: a freshly initialised ``cls(**init_kwargs)`` (a trusted block, or the
+    reference's model) for a comparison where every parameter must matter.
+
+    The linear and embedding weights are multiplied by `scale`; every LayerNorm's gain and bias (a submodule
+    named ``ln...`` or ``..._ln``: ``ln1``, ``enc_ln``, ``emb_ln``) are drawn as 1 + 0.5 N(0, 1) and
+    0.5 N(0, 1), since ones and zeros would hide a LayerNorm in the wrong place or two swapped; the
+    parameters named in `drawn` (a bias initialised to zeros, say) are drawn from N(0, 1). The seed comes
+    from `rng`, the check's generator.
+    """
+    import torch
+
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    module = cls(**init_kwargs)
+    out = {}
+    for name, value in module.state_dict().items():
+        value = value.double().numpy()
+        owner = name.split(".")[-2] if "." in name else ""  # the submodule holding it: ln1, enc_ln, emb_ln, ...
+        if owner.startswith("ln") or owner.endswith("_ln"):
+            value = (1.0 if name.endswith("weight") else 0.0) + 0.5 * rng.normal(size=value.shape)
+        elif name in drawn:
+            value = rng.normal(size=value.shape)
+        else:
+            value = scale * value
+        out[name] = value.astype(np.float32)
+    return out
 
 
 def as_dtype(value, dtype: str | None):
