@@ -213,5 +213,8 @@ class TestUnit06Bert(UnitContract):
                                 "@ self.bert.tok_emb.weight.T", "self.head(h[:, 0])")
     VARIANTS = VARIANTS
     EXPENSIVE = (PRETRAIN, FINE_TUNE)  # about 70 s and 35 s a grade on one core; run for the variants they catch
+    # ... with LMCOURSE_ALL_TRAINING=1 only: each proof pretrains (90-130 s), beyond CI's budget. Both passed when
+    # the unit landed; the solution's grade in every make test still runs both checks
+    EXPENSIVE_OPT_IN = (PRETRAIN, FINE_TUNE)
     ALTERNATES = ALTERNATES
     RUN_DEMOS = False  # its demo is the CPU tier (a pretraining and two fine-tunings: about 100 s on one core)
