@@ -125,7 +125,7 @@ MODULES = frozenset({"gc", "ctypes", "importlib", "inspect", "builtins", "pickle
 ALLOWED_MODULE_ATTRS = {
     "sys": {"stdout", "stderr", "float_info", "maxsize", "version_info", "getrecursionlimit"},
     "os": {"path", "environ", "getenv", "cpu_count", "sep", "linesep", "makedirs", "listdir", "getcwd"},
-    "lmcourse": {"data", "device", "plots"},
+    "lmcourse": {"data", "device", "minilm", "plots"},  # minilm: the pretrained weights 06-bert loads
 }
 TORCH_RISKY_ATTRS = frozenset({"load", "jit", "hub", "package", "ops", "library", "_dynamo"})
 
