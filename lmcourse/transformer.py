@@ -107,7 +107,7 @@ def bert_init(model: nn.Module, std: float = 0.02) -> nn.Module:
 
     PyTorch's defaults (embeddings N(0, 1), linear weights uniform in +-1/sqrt(fan_in)) make a tiny BERT's
     embeddings tower over its position and segment vectors and start its masked-LM softmax far from
-    uniform; with std 0.02 every token starts near the unigram-free loss ln V. Returns the model.
+    uniform; with std 0.02 the masked-LM loss starts near ln V, a uniform guess. Returns the model.
     """
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
