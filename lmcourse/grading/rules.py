@@ -53,10 +53,11 @@ class Rule:
     kernels: frozenset[str]
     asks_for: str
     refused: str
+    modules: frozenset[str] = frozenset()  # libraries whose import alone is flagged (07-gpt: tokenizer libraries)
 
     @property
     def names(self) -> frozenset[str]:
-        return self.layers | self.kernels
+        return self.layers | self.kernels | self.modules
 
 
 # The probes' keyword -> the rule. `probes.REFUSALS` has the same keys: the guard inside the worker.
@@ -99,9 +100,21 @@ RULES = {
         asks_for="the encoder layer written from its parts (the given attention, linear layers, LayerNorm)",
         refused="Built-in transformer layers and attention modules (the nn.Transformer layers, "
                 "nn.MultiheadAttention)"),
+    # 07-gpt's byte-pair encoding: a tokenizer library, or the course's own tiktoken builder, would train, encode
+    # or decode for the student. Importing one is flagged; the guard makes their entry points raise.
+    "no_tokenizer_library": Rule(
+        layers=frozenset({"Encoding", "SimpleBytePairEncoding", "bpe_train", "bpe_encode", "Tokenizer", "BpeTrainer",
+                          "BPE", "ByteLevel", "tiktoken_encoding", "gpt2_encoding"}),
+        kernels=frozenset(),
+        modules=frozenset({"tiktoken", "tiktoken_ext", "tokenizers", "sentencepiece", "transformers", "minbpe"}),
+        asks_for="byte-pair encoding written by hand",
+        refused="Tokenizer libraries (tiktoken, Hugging Face's tokenizers and transformers, sentencepiece) and the "
+                "course's own reference tokenizers (lmcourse.bpe.tiktoken_encoding, gpt2_encoding)"),
 }
 # Every rule's layers, as the scan looks for them.
 BUILTIN_LAYERS = frozenset().union(*(rule.layers for rule in RULES.values()))
+# Every rule's libraries: importing one is a finding.
+LIBRARIES = frozenset().union(*(rule.modules for rule in RULES.values()))
 # torch's kernel tables (torch._VF.lstm_cell, torch._C, torch.ops.aten...), a way past any guard, and every
 # rule's kernels.
 TORCH_TABLES = frozenset({"_VF", "_VariableFunctions", "_C", "aten"})
@@ -112,7 +125,7 @@ INSIDE_PACKAGE = "lmc_inside"
 GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_builtins", "without_builtin_rnn",
                               "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION", "BUILTIN_NORMS",
                               "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES",
-                              "BUILTIN_ENCODER", "BuiltinEncoderUsed"})
+                              "BUILTIN_ENCODER", "BuiltinEncoderUsed", "BUILTIN_TOKENIZERS", "BuiltinTokenizerUsed"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",
@@ -125,7 +138,9 @@ MODULES = frozenset({"gc", "ctypes", "importlib", "inspect", "builtins", "pickle
 ALLOWED_MODULE_ATTRS = {
     "sys": {"stdout", "stderr", "float_info", "maxsize", "version_info", "getrecursionlimit"},
     "os": {"path", "environ", "getenv", "cpu_count", "sep", "linesep", "makedirs", "listdir", "getcwd"},
-    "lmcourse": {"data", "device", "minilm", "plots"},  # minilm: the pretrained weights 06-bert loads
+    # minilm: the pretrained weights 06-bert loads; bpe: 07-gpt's pre-tokenizer (its reference builders are
+    # flagged by name, with the tokenizer libraries)
+    "lmcourse": {"data", "device", "minilm", "plots", "bpe"},
 }
 TORCH_RISKY_ATTRS = frozenset({"load", "jit", "hub", "package", "ops", "library", "_dynamo"})
 
@@ -158,7 +173,7 @@ def scan(code: str) -> dict[str, list[int]]:
             for a in node.names:
                 top = a.name.split(".")[0]
                 aliases[(a.asname or a.name).split(".")[0]] = top
-                if top in MODULES - set(ALLOWED_MODULE_ATTRS) or a.name.startswith("lmcourse.grading"):
+                if top in MODULES - set(ALLOWED_MODULE_ATTRS) | LIBRARIES or a.name.startswith("lmcourse.grading"):
                     _record(found, f"import {a.name}", node)
                 if top in GRADER_INTERNALS or any(p in TORCH_KERNELS | GRADER_INTERNALS for p in a.name.split(".")[1:]):
                     _record(found, f"import {a.name}", node)
@@ -166,7 +181,8 @@ def scan(code: str) -> dict[str, list[int]]:
             module = node.module or ""
             top = module.split(".")[0]
             for a in node.names:
-                bad = (top in MODULES - set(ALLOWED_MODULE_ATTRS)
+                bad = (top in MODULES - set(ALLOWED_MODULE_ATTRS) | LIBRARIES
+                       or a.name in BUILTIN_LAYERS  # from tiktoken.core import Encoding, from lmcourse.bpe import ...
                        or (module in ALLOWED_MODULE_ATTRS and a.name not in ALLOWED_MODULE_ATTRS[module])
                        or module.startswith("lmcourse.grading")
                        or (top == "torch" and (a.name in BUILTIN_LAYERS | TORCH_KERNELS | TORCH_RISKY_ATTRS

@@ -226,6 +226,18 @@ class BuiltinEncoderUsed(BuiltinUsed):
     """One of PyTorch's ready-made transformer layers or nn.MultiheadAttention was called."""
 
 
+# The entry points of the tokenizer libraries and of the course's reference tokenizers: tiktoken's Encoding (and
+# its pure-Python teaching trainer), Hugging Face tokenizers' Tokenizer, BPE model, trainer and byte-level
+# pre-tokenizer, and lmcourse.bpe's builders. 07-gpt asks for byte-pair encoding written by hand.
+BUILTIN_TOKENIZERS = ("Encoding", "SimpleBytePairEncoding", "bpe_train", "bpe_encode", "Tokenizer", "BPE",
+                      "BpeTrainer", "ByteLevel", "tiktoken_encoding", "gpt2_encoding")
+
+
+class BuiltinTokenizerUsed(BuiltinUsed):
+    """A tokenizer library (tiktoken, Hugging Face tokenizers) or one of the course's reference tokenizers
+    was called."""
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A family of PyTorch built-ins that an assignment can refuse.
@@ -264,6 +276,12 @@ REFUSALS = {
         "PyTorch's ready-made transformer layers were called (torch's `{name}`, used by nn.MultiheadAttention and "
         "the nn.Transformer layers); this assignment asks for the encoder layer written from its parts (the given "
         "attention, linear layers, LayerNorm)"),
+    "no_tokenizer_library": Refusal(
+        BUILTIN_TOKENIZERS, ("tiktoken", "tiktoken.core", "tiktoken._educational", "tokenizers", "tokenizers.models",
+                             "tokenizers.trainers", "tokenizers.pre_tokenizers", "lmcourse.bpe"),
+        BuiltinTokenizerUsed,
+        "a tokenizer library was called (`{name}`, from tiktoken, Hugging Face's tokenizers or the course's "
+        "reference tokenizers); this assignment asks for byte-pair encoding written by hand"),
 }
 
 _ABSENT = object()  # what a name that is not there holds
@@ -388,6 +406,7 @@ def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwa
 
 
 @probe
+@refusing_builtins
 def call_many(module, *, fn: str, each, common=None):
     """``[fn(**common, **kw) for kw in each]``: many calls for the price of one round trip.
 

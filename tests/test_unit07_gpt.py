@@ -1,0 +1,222 @@
+"""Unit 7 (07-gpt): the solution earns every point, the release none, and each known-wrong implementation
+loses the points of the checks written to catch it.
+
+The tests themselves are the shared unit contract (tests/unit_contract.py); this file names the checks and
+holds the known-wrong variants: the bugs students really write in a byte-level BPE tokenizer. Training:
+pairs counted without overlaps ("aaa" holding (a, a) once; minbpe#51), no pre-tokenization (merges across
+words), ties broken by first occurrence (minbpe, tiktoken's teaching trainer), by the smallest pair of byte
+strings or by the smallest ids (Hugging Face's trainer), the last merge missing, special tokens counted as
+text or left out of vocab_size, special tokens matched shorter first. Encoding: the most frequent pair of the
+word merged first instead of the earliest-learned, merges across pre-tokens, special tokens encoded as text.
+Decoding token by token (a character cut between tokens breaks), or without errors="replace". GPT-2's merge
+file read with every line that starts with '#' dropped (8 real merges lost). The correct alternate (the
+straightforward trainer that recounts every pair after each merge, an encoder driven by a priority queue, a
+special-token scan written by hand) must earn full marks, the trainer within the speed check's budget.
+"""
+
+from __future__ import annotations
+
+from lmcourse.grading.testing import Edit
+from unit_contract import UnitContract
+
+# The checks' names, as the student sees them.
+SPLIT = ("split_special_tokens: texts cut at their special tokens (the longer of two that match at one place), "
+         "nothing lost or empty")
+MERGES = ("train_bpe: merges equal the reference's on hidden texts (ties, overlapping pairs, several scripts, "
+          "Shakespeare, too few pairs, empty)")
+MERGES_SPECIALS = ("train_bpe with special tokens: none is counted or merged across, and each takes one place in "
+                   "vocab_size")
+SPEED = ("train_bpe: all of Shakespeare to a 1,000-token vocabulary within the time budget, merges equal to the "
+         "reference's")
+ENCODE = ("encode: the ids equal tiktoken's with the same 500 merges learned from Shakespeare (lines of "
+          "Shakespeare, code, numbers, whitespace, other scripts, emoji, random text)")
+ENCODE_SPECIALS = ("encode with special tokens: each is one id after the merges (the longer of two that match at one "
+                   "place), the text around it encoded as usual")
+DECODE = ("decode: the bytes of all the tokens joined, then decoded; every text comes back exactly, and a cut "
+          "character is U+FFFD")
+GPT2_MERGES = "gpt2_merges: GPT-2's vocab.bpe read into 50,000 merges in the course's numbering"
+GPT2_IDS = ("encode with GPT-2's merges: GPT-2's own ids on varied text (code, numbers, whitespace runs, other "
+            "scripts, emoji, contractions, <|endoftext|>)")
+
+# The straightforward trainer the instructions endorse: recount every pair of the distinct pre-tokens after
+# each merge. A correct alternate (it must pass the speed check), and the base of the tie and counting variants.
+STRAIGHTFORWARD_TRAINER = '''
+def train_bpe(text, vocab_size, special_tokens=()):
+    specials = set(special_tokens)
+    counts = Counter()
+    for piece in split_special_tokens(text, special_tokens):
+        if piece not in specials:
+            counts.update(pretokenize(piece))
+    words = {tuple(word.encode("utf-8")): n for word, n in counts.items()}
+    bytes_of = [bytes([b]) for b in range(256)]
+    merges = []
+    for _ in range(vocab_size - 256 - len(special_tokens)):
+        pairs = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += n
+        if not pairs:
+            break
+        a, b = max(pairs, key=lambda p: (pairs[p], bytes_of[p[0]], bytes_of[p[1]]))
+        new = len(bytes_of)
+        merges.append((a, b))
+        bytes_of.append(bytes_of[a] + bytes_of[b])
+        merged_words = {}
+        for word, n in words.items():
+            out, j = [], 0
+            while j < len(word):
+                if j + 1 < len(word) and word[j] == a and word[j + 1] == b:
+                    out.append(new)
+                    j += 2
+                else:
+                    out.append(word[j])
+                    j += 1
+            merged_words[tuple(out)] = merged_words.get(tuple(out), 0) + n
+        words = merged_words
+    return merges
+'''.lstrip("\n")
+
+# An encoder driven by a priority queue of pair ranks over a linked list of tokens (the fast way).
+HEAP_ENCODER = '''
+def encode(text, merges, special_tokens=()):
+    import heapq
+
+    rank = {(int(a), int(b)): i for i, (a, b) in enumerate(merges)}
+    special_id = {s: 256 + len(merges) + j for j, s in enumerate(special_tokens)}
+    ids = []
+    for piece in split_special_tokens(text, special_tokens):
+        if piece in special_id:
+            ids.append(special_id[piece])
+            continue
+        for word in pretokenize(piece):
+            tokens = list(word.encode("utf-8"))
+            n = len(tokens)
+            nxt, prv, alive = list(range(1, n)) + [-1], [-1] + list(range(n - 1)), [True] * n
+            heap = [(rank[(tokens[i], tokens[i + 1])], i) for i in range(n - 1) if (tokens[i], tokens[i + 1]) in rank]
+            heapq.heapify(heap)
+            while heap:
+                r, i = heapq.heappop(heap)
+                j = nxt[i] if alive[i] else -1
+                if j == -1 or rank.get((tokens[i], tokens[j])) != r:
+                    continue  # stale: this pair changed since it was queued
+                tokens[i], alive[j], nxt[i] = 256 + r, False, nxt[j]
+                if nxt[j] != -1:
+                    prv[nxt[j]] = i
+                for p in (prv[i], i):
+                    if p != -1 and nxt[p] != -1 and (tokens[p], tokens[nxt[p]]) in rank:
+                        heapq.heappush(heap, (rank[(tokens[p], tokens[nxt[p]])], p))
+            ids.extend(t for t, keep in zip(tokens, alive) if keep)
+    return ids
+'''.lstrip("\n")
+
+# Special tokens found by scanning the text, the longest first at each position.
+SCANNING_SPLIT = '''
+def split_special_tokens(text, special_tokens):
+    longest_first = sorted(special_tokens, key=len, reverse=True)
+    pieces, start, i = [], 0, 0
+    while i < len(text):
+        match = next((s for s in longest_first if s and text.startswith(s, i)), None)
+        if match is None:
+            i += 1
+            continue
+        if i > start:
+            pieces.append(text[start:i])
+        pieces.append(match)
+        i = start = i + len(match)
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+'''.lstrip("\n")
+
+
+def _trainer(old: str, new: str) -> str:
+    """The straightforward trainer with one fragment changed (which must occur exactly once)."""
+    assert STRAIGHTFORWARD_TRAINER.count(old) == 1, old
+    return STRAIGHTFORWARD_TRAINER.replace(old, new)
+
+
+_CHOICE = "        a, b = max(pairs, key=lambda p: (pairs[p], bytes_of[p[0]], bytes_of[p[1]]))\n"
+_COUNT = ("            for pair in zip(word, word[1:]):\n"
+          "                pairs[pair] += n\n")
+_RANKED = "                pair = min(zip(tokens, tokens[1:]), key=lambda p: rank.get(p, len(rank)))\n"
+
+# name -> (function replaced, the wrong version: Edit(s) of the solution's own definition, or a whole
+# definition; checks that must score 0)
+VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
+    "BPE pairs counted without overlaps ('aaa' holds (a, a) once)": ("train_bpe", _trainer(
+        _COUNT,
+        "            j = 0\n"
+        "            while j + 1 < len(word):\n"
+        "                pairs[(word[j], word[j + 1])] += n\n"
+        "                j += 2 if word[j] == word[j + 1] else 1  # a repeated pair is not counted again\n"),
+        (MERGES,)),
+    "BPE without pre-tokenization (merges across words)": ("train_bpe", _trainer(
+        "            counts.update(pretokenize(piece))\n", "            counts[piece] += 1\n"),
+        (MERGES,)),
+    "BPE ties to the pair seen first": ("train_bpe", _trainer(
+        _CHOICE, "        a, b = max(pairs, key=lambda p: pairs[p])  # the first of the most frequent\n"),
+        (MERGES,)),
+    "BPE ties to the smallest pair of byte strings": ("train_bpe", _trainer(
+        _CHOICE, "        a, b = min(pairs, key=lambda p: (-pairs[p], bytes_of[p[0]], bytes_of[p[1]]))\n"),
+        (MERGES,)),
+    "BPE ties to the smallest ids (Hugging Face's rule)": ("train_bpe", _trainer(
+        _CHOICE, "        a, b = min(pairs, key=lambda p: (-pairs[p], p))\n"),
+        (MERGES,)),
+    "BPE learns one merge too few": ("train_bpe", _trainer(
+        "    for _ in range(vocab_size - 256 - len(special_tokens)):\n",
+        "    for _ in range(vocab_size - 257 - len(special_tokens)):\n"),
+        (MERGES,)),
+    "BPE counts the special tokens as text": ("train_bpe", Edit(
+        "        if piece not in specials:\n            counts.update(pretokenize(piece))\n",
+        "        counts.update(pretokenize(piece))\n", why="special tokens pre-tokenized like text"),
+        (MERGES_SPECIALS,)),
+    "BPE leaves the special tokens out of vocab_size": ("train_bpe", Edit(
+        "    n_merges = vocab_size - 256 - len(special_tokens)\n", "    n_merges = vocab_size - 256\n",
+        why="one merge more per special token"),
+        (MERGES_SPECIALS,)),
+    "special tokens matched in the order given, not longest first": ("split_special_tokens", Edit(
+        "sorted(special_tokens, key=len, reverse=True)", "special_tokens", why="'<|endoftext|>' wins over its double"),
+        (SPLIT, ENCODE_SPECIALS)),
+    "encode merges the most frequent pair of the word first": ("encode", Edit(
+        _RANKED,
+        "                present = list(zip(tokens, tokens[1:]))\n"
+        "                pair = max(present, key=lambda p: (p in rank, present.count(p)))  # the most frequent merge\n",
+        why="frequency in the word instead of the order learned"),
+        (ENCODE, GPT2_IDS)),
+    "encode merges across pre-tokens": ("encode", Edit(
+        "        for word in pretokenize(piece):\n", "        for word in [piece]:\n", why="the whole piece at once"),
+        (ENCODE, GPT2_IDS)),
+    "encode treats special tokens as text": ("encode", Edit(
+        "        if piece in special_id:\n", "        if False:\n", why="the special token's bytes merged"),
+        (ENCODE_SPECIALS, GPT2_IDS)),
+    "decode token by token": ("decode", Edit(
+        '    return b"".join(bytes_of[i] for i in ids).decode("utf-8", errors="replace")',
+        '    return "".join(bytes_of[i].decode("utf-8", errors="replace") for i in ids)',
+        why="a character cut between tokens breaks"),
+        (DECODE,)),
+    "decode without errors='replace'": ("decode", Edit(
+        '.decode("utf-8", errors="replace")', '.decode("utf-8")', why="a cut character raises"),
+        (DECODE,)),
+    "GPT-2's merge lines that start with '#' dropped": ("gpt2_merges", [
+        Edit('    for line in vocab_bpe.split("\\n")[1:]:', '    for line in vocab_bpe.split("\\n"):',
+             why="the header too"),
+        Edit("        if not line:\n", "        if not line or line.startswith(\"#\"):  # comments\n",
+             why="every '#' line taken for a comment")],
+        (GPT2_MERGES,)),
+}
+
+# name -> {function: definition or Edit(s)}: correct implementations that must earn full marks
+ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
+    "the straightforward trainer, a priority-queue encoder, a hand-written special-token scan": {
+        "train_bpe": STRAIGHTFORWARD_TRAINER, "encode": HEAP_ENCODER, "split_special_tokens": SCANNING_SPLIT},
+}
+
+
+class TestUnit07Gpt(UnitContract):
+    AID = "07-gpt"
+    MAX_SCORE = 12
+    STUDENT_FUNCTIONS = 5
+    RELEASE_MUST_NOT_CONTAIN = ("where[pair].add(i)", 'errors="replace")', "rank.get(p, len(rank))",
+                                "id_of[left + right]")
+    VARIANTS = VARIANTS
+    ALTERNATES = ALTERNATES
