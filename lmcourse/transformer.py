@@ -117,6 +117,22 @@ def bert_init(model: nn.Module, std: float = 0.02) -> nn.Module:
     return model
 
 
+def gpt2_init(model: nn.Module, n_layers: int, std: float = 0.02) -> nn.Module:
+    """GPT-2's initialisation (Radford et al., 2019): every linear and embedding weight from N(0, std^2), every
+    linear bias zero, LayerNorms at gain 1 and bias 0; and the two projections that write into the residual
+    stream in each block (attention's ``out_proj``, the feed-forward's ``ff2``) scaled down by sqrt(2 n_layers).
+
+    Each block adds two of those outputs to the residual stream, 2 n_layers in all; scaling each by
+    1 / sqrt(2 n_layers) keeps the variance they add together the same whatever the depth (GPT-2's paper,
+    section 2.3, "to account for the accumulation on the residual path"). Returns the model.
+    """
+    bert_init(model, std)
+    for name, param in model.named_parameters():
+        if name.endswith(("out_proj.weight", "ff2.weight")):
+            nn.init.normal_(param, std=std / math.sqrt(2 * n_layers))
+    return model
+
+
 def parameter_count(model: nn.Module) -> int:
     """How many numbers the model learns (buffers such as a sinusoidal table not included)."""
     return sum(p.numel() for p in model.parameters())

@@ -410,3 +410,54 @@ def test_a_way_around_the_guard_breaks_every_rule():
             proxy.probe("module_forward", cls="MultiHeadAttention", **{keyword: True})
     proxy, worker, plugin = _proxy(PREFIX + "def softmax(x):\n    return x.exp() / x.exp().sum(-1, keepdim=True)\n")
     assert proxy.probe("module_forward", cls="MultiHeadAttention", no_builtin_attention=True) == "ran"
+
+
+# --------------------------------------------------------------------------- 07-gpt: tokenizer libraries
+
+TOKENIZER_CHEATS = [
+    "import tiktoken\n",
+    "import tiktoken.load\n",
+    "from tiktoken import Encoding\n",
+    "from tiktoken._educational import bpe_train\n",
+    "from tokenizers import Tokenizer, models\n",
+    "import sentencepiece as spm\n",
+    "from transformers import GPT2TokenizerFast\n",
+    "from lmcourse.bpe import tiktoken_encoding\n",
+    "from lmcourse import bpe\nids = bpe.tiktoken_encoding(merges).encode(text)\n",
+    "from lmcourse.bpe import gpt2_encoding as g\n",
+]
+
+
+@pytest.mark.parametrize("cheat", TOKENIZER_CHEATS)
+def test_the_scan_flags_tokenizer_libraries_for_their_rule_only(cheat):
+    found = rules.scan(cheat)
+    assert rules.applying(found, "no_tokenizer_library"), cheat
+    assert rules.applying(found, "no_builtin_attention") == {}, cheat  # a tokenizer is no attention
+
+
+def test_the_bpe_assignments_given_imports_are_not_flagged():
+    """What 07-gpt's setup cell imports, and a student's own encode with its own names."""
+    own = ("import regex\nfrom collections import Counter\nfrom lmcourse import bpe\n"
+           "from lmcourse.bpe import ENDOFTEXT, GPT2_PATTERN, bytes_to_unicode, pretokenize, to_gpt2_ids\n"
+           "def encode(text, merges, special_tokens=()):\n"
+           "    tokenizer = {tuple(m): i for i, m in enumerate(merges)}\n"
+           "    return [b for w in bpe.pretokenize(text) for b in w.encode('utf-8')]\n")
+    assert rules.scan(own) == {}
+
+
+def test_the_tokenizer_guard_refuses_tiktoken_and_the_course_builders_then_gives_them_back():
+    import tiktoken
+
+    from lmcourse import bpe
+
+    module = types.ModuleType("student")
+    module.Encoding = tiktoken.Encoding  # bound at import time: `from tiktoken import Encoding`
+    refusal = probes.REFUSALS["no_tokenizer_library"]
+    with probes.without_builtins(refusal, module=module):
+        for make in (lambda: tiktoken.Encoding("x", pat_str=".", mergeable_ranks={b"a": 0}, special_tokens={}),
+                     lambda: module.Encoding("x", pat_str=".", mergeable_ranks={b"a": 0}, special_tokens={}),
+                     lambda: bpe.tiktoken_encoding([])):
+            with pytest.raises(probes.BuiltinTokenizerUsed, match="byte-pair encoding written by hand"):
+                make()
+    assert bpe.tiktoken_encoding([(97, 98)]).encode("ab") == [256]  # given back
+    assert module.Encoding is tiktoken.Encoding

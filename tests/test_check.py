@@ -244,6 +244,8 @@ NOT_VISIBLE = {
     "Elman zero state made with the input's dtype but no device (on the CPU)",
     "LSTM zero states made with the input's dtype but no device (on the CPU)",
     "RNNLM makes the zero state itself, with the weights' dtype but no device",
+    # 07-gpt's causal mask made without device=: on a student's CPU it is where everything else is
+    "causal mask made on the CPU",
 }
 
 

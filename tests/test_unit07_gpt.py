@@ -38,6 +38,24 @@ GPT2_MERGES = "gpt2_merges: GPT-2's vocab.bpe read into 50,000 merges in the cou
 GPT2_IDS = ("encode with GPT-2's merges: GPT-2's own ids on varied text (code, numbers, whitespace runs, other "
             "scripts, emoji, contractions, <|endoftext|>)")
 
+ATTENTION = ("CausalSelfAttention: outputs and gradients match the reference with the same weights (causal mask, "
+             "heads, scaling; float32 and float64)")
+ATTENTION_DEVICE = "CausalSelfAttention runs where its input is (the mask made on the input's device)"
+BLOCK = "Block: outputs and gradients match the reference with the same weights (pre-norm, GELU feed-forward; float32 and float64)"
+GPT_MODEL = ("GPT: logits and gradients match the reference with the same weights (position embeddings, tied output "
+             "layer; float32, float64, another device)")
+PARAMS = ("count_parameters: GPT-2's four sizes and small models, equal to the number of parameters your GPT has (the "
+          "tied matrix counted once)")
+TOP_K = "top_k_filter: exactly the k largest logits of each row kept, unchanged, the rest -inf"
+TOP_P = ("top_p_filter: the smallest set of most probable tokens holding at least p (the crossing token kept), "
+         "unchanged, the rest -inf")
+SAMPLE = ("sample_next: on 20,000 rows, each draw follows the filtered softmax (chi-square), rows independent, the "
+          "generator decides; greedy at temperature 0")
+KV = ("GPT with a KVCache: a prompt, then single tokens, then chunks give the logits of the full forward; a ValueError "
+      "past block_size")
+GENERATE = ("generate: greedy tokens equal the reference's with the same weights, with the cache and without it "
+            "(cropped to the context)")
+
 # The straightforward trainer the instructions endorse: recount every pair of the distinct pre-tokens after
 # each merge. A correct alternate (it must pass the speed check), and the base of the tie and counting variants.
 STRAIGHTFORWARD_TRAINER = '''
@@ -203,20 +221,147 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         Edit("        if not line:\n", "        if not line or line.startswith(\"#\"):  # comments\n",
              why="every '#' line taken for a comment")],
         (GPT2_MERGES,)),
+    # Part 3: the GPT
+    "causal mask one position too far (a position sees the next)": ("CausalSelfAttention", Edit(
+        ".tril(diagonal=T_all - T)", ".tril(diagonal=T_all - T + 1)", why="the diagonal shifted"),
+        (ATTENTION, GPT_MODEL, KV)),
+    "causal mask without the cache's offset": ("CausalSelfAttention", Edit(
+        ".tril(diagonal=T_all - T)", ".tril()", why="right without a cache, wrong with one"),
+        (KV,)),
+    "causal mask made on the CPU": ("CausalSelfAttention", Edit(
+        "torch.ones(T, T_all, dtype=torch.bool, device=x.device)", "torch.ones(T, T_all, dtype=torch.bool)",
+        why="no device"),
+        (ATTENTION_DEVICE,)),
+    "attention scores not scaled by sqrt(d_head)": ("CausalSelfAttention", Edit(
+        " / math.sqrt(self.d_head)  # (B, n_heads, T, T_all)", "  # (B, n_heads, T, T_all)", why="unscaled"),
+        (ATTENTION,)),
+    "heads split by view without the transpose": ("CausalSelfAttention", Edit(
+        "return t.view(B, T, self.n_heads, self.d_head).transpose(1, 2)", "return t.view(B, self.n_heads, T, self.d_head)",
+        why="features of several positions in one head"),
+        (ATTENTION,)),
+    "GPT block post-norm": ("Block", Edit(
+        "        x = x + self.attn(self.ln1(x), cache, layer)\n        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))",
+        "        x = self.ln1(x + self.attn(x, cache, layer))\n        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))",
+        why="the 2017 arrangement"),
+        (BLOCK, GPT_MODEL)),
+    "GPT without position embeddings": ("GPT", Edit(
+        "        x = self.tok_emb(idx) + self.pos_emb(positions)  # (B, T, d_model)",
+        "        x = self.tok_emb(idx)  # (B, T, d_model)", why="a bag of tokens"),
+        (GPT_MODEL, KV)),
+    "GPT's output layer not tied to the token embeddings": ("GPT", Edit(
+        "        self.lm_head.weight = self.tok_emb.weight  # tied: one (vocab_size, d_model) matrix reads and writes tokens\n",
+        "", why="a second (vocab_size, d_model) matrix"),
+        (GPT_MODEL, PARAMS)),
+    "GPT positions restart at 0 under the cache": ("GPT", Edit(
+        "        start = 0 if cache is None else cache.length  # positions already in the cache\n",
+        "        start = 0\n", why="every step at position 0"),
+        (KV,)),
+    "count_parameters counts the tied matrix twice": ("count_parameters", Edit(
+        "    embeddings = vocab_size * d_model + block_size * d_model\n",
+        "    embeddings = 2 * vocab_size * d_model + block_size * d_model\n", why="lm_head counted"),
+        (PARAMS,)),
+    # Part 4: decoding
+    "top-p drops the token that crosses p": ("top_p_filter", Edit(
+        "    drop = above >= p  # p was reached before this token: not needed\n",
+        "    drop = probs.cumsum(dim=-1) > p  # past p with this token\n", why="cumsum > p (a widespread bug)"),
+        (TOP_P, SAMPLE)),
+    "top-p keeps one token too many": ("top_p_filter", Edit(
+        "    drop = above >= p  # p was reached before this token: not needed\n",
+        "    drop = (above - probs.roll(1, dims=-1)) >= p  # shifted twice\n", why="the next token kept as well"),
+        (TOP_P,)),
+    "top-p without sorting": ("top_p_filter", Edit(
+        "    sorted_logits, order = logits.sort(dim=-1, descending=True)\n",
+        "    sorted_logits, order = logits, torch.arange(logits.shape[-1]).expand_as(logits)\n",
+        why="cumulative sums in vocabulary order"),
+        (TOP_P, SAMPLE)),
+    "top-k keeps k + 1": ("top_k_filter", Edit(
+        "torch.topk(logits, k, dim=-1).values[..., -1:]", "torch.topk(logits, min(k + 1, logits.shape[-1]), dim=-1).values[..., -1:]",
+        why="off by one"),
+        (TOP_K,)),
+    "temperature applied after the filters": ("sample_next", [
+        Edit("    logits = logits / temperature\n", "", why="not before"),
+        Edit("    probs = logits.softmax(dim=-1)  # (B, V)\n", "    probs = (logits / temperature).softmax(dim=-1)  # (B, V)\n",
+             why="after")],
+        (SAMPLE,)),
+    "sample_next shares one random number across the batch": ("sample_next", Edit(
+        "    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)",
+        "    u = torch.rand(1, generator=generator)  # one draw for every row\n"
+        "    return (probs.cumsum(dim=-1) < u).sum(dim=-1).clamp(max=probs.shape[-1] - 1)",
+        why="inverse CDF with a shared uniform"),
+        (SAMPLE,)),
+    "sample_next ignores its generator": ("sample_next", Edit(
+        "torch.multinomial(probs, 1, generator=generator)", "torch.multinomial(probs, 1)", why="the global generator"),
+        (SAMPLE,)),
+    "generate feeds the whole sequence to the cache at every step": ("generate", Edit(
+        "        step_input = next_id[:, None]\n", "        step_input = idx\n", why="every position cached again"),
+        (GENERATE,)),
+    "generate without the cache does not crop to block_size": ("generate", Edit(
+        "            logits = model(idx[:, -model.block_size:])", "            logits = model(idx)", why="no crop"),
+        (GENERATE,)),
 }
 
 # name -> {function: definition or Edit(s)}: correct implementations that must earn full marks
 ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
     "the straightforward trainer, a priority-queue encoder, a hand-written special-token scan": {
         "train_bpe": STRAIGHTFORWARD_TRAINER, "encode": HEAP_ENCODER, "split_special_tokens": SCANNING_SPLIT},
+    "attention in einsum, inverse-CDF sampling with a uniform per row, top-p by searchsorted": {
+        "CausalSelfAttention": Edit(
+            "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, n_heads, T, T_all)\n",
+            "        scores = torch.einsum('bhtd,bhsd->bhts', q, k) * self.d_head ** -0.5  # (B, n_heads, T, T_all)\n",
+            why="einsum"),
+        "sample_next": Edit(
+            "    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)",
+            "    u = torch.rand(probs.shape[0], 1, generator=generator)  # one uniform per row\n"
+            "    return (probs.cumsum(dim=-1) < u).sum(dim=-1).clamp(max=probs.shape[-1] - 1)",
+            why="inverse CDF"),
+        "top_p_filter": Edit(
+            "    drop = above >= p  # p was reached before this token: not needed\n",
+            "    n_keep = torch.searchsorted(probs.cumsum(dim=-1), torch.full_like(probs[..., :1], p)) + 1\n"
+            "    drop = torch.arange(probs.shape[-1]) >= n_keep  # the first n_keep sorted tokens stay\n",
+            why="searchsorted"),
+    },
+    "attention head by head in a loop": {
+        "CausalSelfAttention": Edit(
+            "        weights = scores.masked_fill(~mask, float(\"-inf\")).softmax(dim=-1)\n"
+            "        out = (weights @ v).transpose(1, 2).reshape(B, T, d_model)  # heads joined back: (B, T, d_model)\n",
+            "        outs = []\n"
+            "        for head in range(self.n_heads):\n"
+            "            w = scores[:, head].masked_fill(~mask, float('-inf')).softmax(dim=-1)  # (B, T, T_all)\n"
+            "            outs.append(w @ v[:, head])  # (B, T, d_head)\n"
+            "        out = torch.cat(outs, dim=-1)  # (B, T, d_model)\n",
+            why="a loop over heads"),
+    },
 }
 
 
 class TestUnit07Gpt(UnitContract):
     AID = "07-gpt"
-    MAX_SCORE = 12
-    STUDENT_FUNCTIONS = 5
+    MAX_SCORE = 26
+    STUDENT_FUNCTIONS = 16
     RELEASE_MUST_NOT_CONTAIN = ("where[pair].add(i)", 'errors="replace")', "rank.get(p, len(rank))",
-                                "id_of[left + right]")
+                                "id_of[left + right]", "tril(diagonal=T_all - T)", "cache.length  # positions",
+                                "above >= p", "self.lm_head.weight = self.tok_emb.weight")
     VARIANTS = VARIANTS
     ALTERNATES = ALTERNATES
+
+
+def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):
+    """Right ids by the wrong means: an `encode` that hands the merges to the course's tiktoken builder is refused
+    (the rule no_tokenizer_library: the source scan, before anything runs), and says why."""
+    from pathlib import Path
+
+    from lmcourse.grading import grade_notebook
+    from lmcourse.grading.testing import submission_from_solution
+
+    root = Path(__file__).resolve().parent.parent
+    cheat = ("def encode(text, merges, special_tokens=()):\n"
+             "    from lmcourse.bpe import tiktoken_encoding\n"
+             "    return tiktoken_encoding(merges, special_tokens).encode(text, allowed_special='all')\n")
+    nb = submission_from_solution(root, "07-gpt", tmp_path, replace={"encode": cheat})
+    others = {SPLIT, MERGES, MERGES_SPECIALS, SPEED, DECODE, GPT2_MERGES, ATTENTION, ATTENTION_DEVICE, BLOCK, GPT_MODEL,
+              PARAMS, TOP_K, TOP_P, SAMPLE, KV, GENERATE}
+    r = grade_notebook(root, "07-gpt", nb, tier="cpu", exclude=others)
+    scores = {t["name"]: (t["score"], t.get("output", "")) for t in r["tests"]}
+    assert r["status"] == "ok" and set(scores) == {ENCODE, ENCODE_SPECIALS, GPT2_IDS}
+    for name, (score, output) in scores.items():
+        assert score == 0 and "byte-pair encoding written by hand" in output, (name, output)

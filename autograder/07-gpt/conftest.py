@@ -2,6 +2,10 @@
 reference tokenizers on the student's side, ``no_tokenizer_library``), the texts the tokenizer checks use, and
 the reading of a student's merges and ids.
 
+The trusted side of every module comparison is the reference solution's class, with random weights whose
+LayerNorms are drawn too (`lmcourse.grading.compare.block_weights`); the reference's GPT is held to Hugging Face's
+GPT2LMHeadModel with the same weights (`tests/test_gpt_reference.py`).
+
 The trusted side of every tokenizer check is the reference solution's functions and, for encoding, OpenAI's
 ``tiktoken`` built from the same merges (`lmcourse.bpe.tiktoken_encoding`) and GPT-2's own tokenizer
 (`lmcourse.bpe.gpt2_encoding`). The project's tests hold the reference to both and to Hugging Face's
@@ -13,8 +17,10 @@ from __future__ import annotations
 import functools
 
 from lmcourse import bpe, data
+from lmcourse.grading.compare import comparison_fixtures
 
-RULES = dict(no_tokenizer_library=True)
+RULES = dict(no_tokenizer_library=True)  # Parts 1-2: the tokenizer
+GPT_RULES = dict(no_builtin_attention=True)  # Parts 3-4: attention by hand
 EOT = bpe.ENDOFTEXT
 
 # Characters for random text: ASCII letters and punctuation, whitespace of several kinds, digits, and
@@ -82,3 +88,6 @@ def shown_merges(merges, start: int, count: int = 3) -> list[str]:
             out.append(f"{known[a]!r} + {known[b]!r}" if ok else f"({a}, {b})")
         known.append(known[a] + known[b] if ok else b"?")
     return out
+
+
+rules, compare, both, weights = comparison_fixtures(GPT_RULES)

@@ -706,6 +706,43 @@ def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: 
     return result
 
 
+@probe
+@refusing_builtins
+def incremental_logits(module, *, cls: str, init_kwargs=None, state_dict=None, ids=None, chunks=(), n_layers: int = 1,
+                       cache_cls: str = "KVCache", seed: int | None = 0):
+    """Drive a decoder's key-value cache: ``ids`` (B, T) fed to ``cls(**init_kwargs)`` in consecutive chunks of
+    the lengths in `chunks`, each call ``model(chunk, cache=cache)`` with one ``module.<cache_cls>(n_layers)``
+    (07-gpt's given KVCache), in eval mode, without gradients, without TF32.
+
+    Returns ``{"logits": the chunks' logits concatenated along positions (B, sum of chunks run, V) or None,
+    "raised": the exception's type name or None, "message": its text, "at": the chunk it stopped at}``: a
+    check may ask for a chunk past the model's context and expect a ValueError. Everything is untrusted.
+    """
+    torch = _torch()
+    model = instantiate(module, cls, init_kwargs, state_dict, seed)
+    model.eval()
+    cache = _get(module, cache_cls, "class")(int(n_layers))
+    x = to_tensor(ids)
+    out, at = [], 0
+    raised = message = stopped = None
+    with torch.no_grad(), _full_float32():
+        for k, n in enumerate(list(chunks)):
+            try:
+                logits = model(x[:, at:at + int(n)], cache=cache)
+            except Exception as exc:  # reported: a check decides whether this error was the one asked for
+                raised, message, stopped = type(exc).__name__, _message(exc), k
+                break
+            if isinstance(logits, (tuple, list)) and logits:
+                logits = logits[0]
+            if not isinstance(logits, torch.Tensor):
+                raise WrongResult(f"{cls}(ids, cache=cache) must return a tensor of logits, it returned a "
+                                  f"{type(logits).__name__}")
+            out.append(logits)
+            at += int(n)
+    return {"logits": to_array(torch.cat(out, dim=1)) if out else None, "raised": raised, "message": message,
+            "at": stopped}
+
+
 def _traced(value):
     """What `train_and_trace` records of an argument: tensors as arrays, containers as lists, None as None,
     anything else by its type's name."""
