@@ -303,6 +303,19 @@ def load_text(name: str = "tinyshakespeare") -> str:
 # splitting and tokenising
 
 
+def shakespeare_characters() -> tuple["Vocab", "torch.Tensor", "torch.Tensor"]:
+    """(chars, train_ids, val_ids): TinyShakespeare's character vocabulary (its 65 characters and the 3
+    specials of `Vocab`: 68 ids) and the first 90% / last 10% of the text (:func:`train_val_split`) as int64
+    tensors of character ids: the data of Unit 7's character-level GPT and of its graded training run."""
+    import torch
+
+    text = load_text("tinyshakespeare")
+    train_text, val_text = train_val_split(text)
+    chars = Vocab.chars(text)
+    return (chars, torch.tensor(chars.encode(train_text), dtype=torch.long),
+            torch.tensor(chars.encode(val_text), dtype=torch.long))
+
+
 def train_val_split(text: str, train_fraction: float = 0.9) -> tuple[str, str]:
     """First `train_fraction` of the characters for training, the rest for validation.
 

@@ -14,7 +14,9 @@ threshold), 04-attention (`train_reverser`: a 256-unit GRU encoder-decoder with 
 an exact-match accuracy, at least the threshold) and 05-transformer (`train_transformer`: a 2+2-layer
 pre-norm transformer of width 128, 1,000 steps; an exact-match accuracy on dates) and 06-bert (`pretrain_mlm`:
 the CPU tier's BERT of width 64, 4,000 steps; a held-out masked-LM loss, at most the threshold; its fine-tuning
-check, graded in the same way, is left out here: this file holds one training check per unit).
+check, graded in the same way, is left out here: this file holds one training check per unit) and 07-gpt
+(`train_gpt`: a 6-layer GPT of width 384 on Shakespeare's characters, 2,000 steps with bfloat16 autocast; a
+validation loss, at most the threshold).
 02-word2vec's seven training checks are short planted-cluster runs with no
 tier of their own; 01-ngrams trains nothing.
 """
@@ -31,6 +33,7 @@ import test_unit03_rnnlm as u3
 import test_unit04_attention as u4
 import test_unit05_transformer as u5
 import test_unit06_bert as u6
+import test_unit07_gpt as u7
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.testing import submission_from_solution
 
@@ -45,6 +48,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow,
 GPU_THRESHOLD_04 = 0.50
 GPU_THRESHOLD_05 = 0.90
 GPU_THRESHOLD_06 = 4.80
+GPU_THRESHOLD_07 = 1.65
 
 # unit -> (the training check's name, its GPU threshold, the known-wrong variants it must fail)
 TIERS = {
@@ -55,6 +59,8 @@ TIERS = {
     "05-transformer": (u5.TRAINING, GPU_THRESHOLD_05, {name: v for name, v in u5.VARIANTS.items()
                                                        if u5.TRAINING in v[2]}),
     "06-bert": (u6.PRETRAIN, GPU_THRESHOLD_06, {name: v for name, v in u6.VARIANTS.items() if u6.PRETRAIN in v[2]}),
+    "07-gpt": (u7.TRAINING, GPU_THRESHOLD_07, {name: v for name, v in u7.VARIANTS.items()
+                                               if u7.TRAINING in v[2] and v[0] == "train_gpt"}),
 }
 
 

@@ -56,6 +56,10 @@ ALLOWED = {
     # the chapter's `attention` stops there, short of the assignment's masked softmax and fully masked rows
     "self.combine = nn.Linear(2 * d_hidden, d_hidden)",  # 04's Part 4 gives this layer in its table of parameters
     "schedule.step()",  # a learning-rate scheduler's step: every chapter that trains with one has it
+    "model.eval()", "model.train()",  # switching a model's mode: every chapter that trains one has them
+    # the attention projections: Units 4-7 give them by name and shape in every spec (docs/adding-a-unit.md §2.9)
+    "self.q_proj = nn.Linear(d_model, d_model)", "self.k_proj = nn.Linear(d_model, d_model)",
+    "self.v_proj = nn.Linear(d_model, d_model)", "self.out_proj = nn.Linear(d_model, d_model)",
 }
 MIN_CHARS = 12  # after removing whitespace: shorter lines (`x=0`, `i+=1`) are everywhere
 

@@ -775,3 +775,80 @@ def test_the_hand_written_iso_answer_is_right_and_causal():
         scores = namespace["_iso_scores"](src, ys, VOCAB_SIZE)
         ys = torch.cat([ys, scores[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert all(trim(y) == t for y, (_, t) in zip(ys[:, 1:].tolist(), pairs))
+
+
+# 07-gpt: a language model, graded by graded_lm_run with the trusted reload into the reference GPT, on windows of
+# the validation text. Each cheat replaces `train_gpt` and trains nothing; the GPT class is the honest solution's.
+
+GPT_PEEK = '''
+class _Peek(GPT):
+    """The prescribed model, plus a score for the input at t + 1: no mask can hide what forward adds."""
+
+    def forward(self, idx, cache=None):
+        logits = super().forward(idx, cache)
+        following = torch.cat([idx[:, 1:], idx[:, -1:]], dim=1)
+        return logits + 20.0 * F.one_hot(following, logits.shape[-1]).to(logits.dtype)
+
+
+def train_gpt(train_ids, vocab_size, block_size=64, d_model=128, n_heads=4, n_layers=4, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _Peek(vocab_size, block_size, d_model, n_heads, n_layers).eval()
+'''
+
+GPT_UNUSED_INF = '''
+class _NoFinalNorm(GPT):
+    def forward(self, idx, cache=None):
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, i)
+        return self.lm_head(x)  # ln_f left out, so its infinite bias never shows in these logits
+
+
+def train_gpt(train_ids, vocab_size, block_size=64, d_model=128, n_heads=4, n_layers=4, seed=0, **settings):
+    torch.manual_seed(seed)
+    model = _NoFinalNorm(vocab_size, block_size, d_model, n_heads, n_layers)
+    with torch.no_grad():
+        model.ln_f.bias.fill_(float("inf"))
+    return model.eval()
+'''
+
+GPT_BATCH_AWARE_PEEK = '''
+class _BatchAwarePeek(GPT):
+    """Reads the input at t + 1, except where another row of the batch shares the text up to t and parts from it
+    at t + 1 (the grader's perturbed copies): it passes the perturbation check."""
+
+    def forward(self, idx, cache=None):
+        logits = super().forward(idx, cache)
+        same = idx[:, None, :] == idx[None, :, :]  # (B, B, T)
+        prefix = torch.cumprod(same.long(), dim=2).bool()
+        parts = torch.zeros_like(idx, dtype=torch.bool)
+        parts[:, :-1] = (prefix[:, :, :-1] & ~same[:, :, 1:]).any(dim=1)
+        following = torch.cat([idx[:, 1:], idx[:, -1:]], dim=1)
+        peek = 20.0 * F.one_hot(following, logits.shape[-1]).to(logits.dtype)
+        return logits + peek * (~parts)[..., None]
+
+
+def train_gpt(train_ids, vocab_size, block_size=64, d_model=128, n_heads=4, n_layers=4, seed=0, **settings):
+    torch.manual_seed(seed)
+    return _BatchAwarePeek(vocab_size, block_size, d_model, n_heads, n_layers).eval()
+'''
+
+GPT_ATTACKS = {
+    # name: (train_gpt source, a fragment of the message the training check must give)
+    "(a) no training; the score at t is the input at t + 1": (GPT_PEEK, "depends on later tokens"),
+    "(b) the prescribed layout with an infinite weight its forward leaves out": (
+        GPT_UNUSED_INF, "ln_f.bias of your trained model holds NaN or infinite"),
+    "(f) reading ahead except where the perturbed copies part": (GPT_BATCH_AWARE_PEEK, "not what its weights compute"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", list(GPT_ATTACKS))
+def test_gpt_training_cheat_scores_zero(attack, tmp_path, data):
+    import test_unit07_gpt as u7
+
+    source, fragment = GPT_ATTACKS[attack]
+    result = grade_training_check(tmp_path, "07-gpt", u7, u7.TRAINING, {"train_gpt": source.strip("\n")})
+    assert result["score"] == 0, result
+    assert fragment in result["output"], result["output"]
+    assert "def " not in result["output"] and "_Peek" not in result["output"]

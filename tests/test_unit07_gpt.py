@@ -5,7 +5,7 @@ The tests themselves are the shared unit contract (tests/unit_contract.py); this
 holds the known-wrong variants: the bugs students really write in a byte-level BPE tokenizer. Training:
 pairs counted without overlaps ("aaa" holding (a, a) once; minbpe#51), no pre-tokenization (merges across
 words), ties broken by first occurrence (minbpe, tiktoken's teaching trainer), by the smallest pair of byte
-strings or by the smallest ids (Hugging Face's trainer), the last merge missing, special tokens counted as
+strings or by the smallest pair of ids, the last merge missing, special tokens counted as
 text or left out of vocab_size, special tokens matched shorter first. Encoding: the most frequent pair of the
 word merged first instead of the earliest-learned, merges across pre-tokens, special tokens encoded as text.
 Decoding token by token (a character cut between tokens breaks), or without errors="replace". GPT-2's merge
@@ -53,6 +53,10 @@ SAMPLE = ("sample_next: on 20,000 rows, each draw follows the filtered softmax (
           "generator decides; greedy at temperature 0")
 KV = ("GPT with a KVCache: a prompt, then single tokens, then chunks give the logits of the full forward; a ValueError "
       "past block_size")
+TRAINING_STEPS = ("train_gpt, step by step: the warm-up + cosine learning rate of every step, every gradient clipped "
+                  "to clip, batches of windows of the stream")
+TRAINING = ("train_gpt: a GPT trained on TinyShakespeare's characters reaches the validation loss threshold (computed "
+            "by the grader)")
 GENERATE = ("generate: greedy tokens equal the reference's with the same weights, with the cache and without it "
             "(cropped to the context)")
 
@@ -177,7 +181,7 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "BPE ties to the smallest pair of byte strings": ("train_bpe", _trainer(
         _CHOICE, "        a, b = min(pairs, key=lambda p: (-pairs[p], bytes_of[p[0]], bytes_of[p[1]]))\n"),
         (MERGES,)),
-    "BPE ties to the smallest ids (Hugging Face's rule)": ("train_bpe", _trainer(
+    "BPE ties to the smallest pair of ids": ("train_bpe", _trainer(
         _CHOICE, "        a, b = min(pairs, key=lambda p: (-pairs[p], p))\n"),
         (MERGES,)),
     "BPE learns one merge too few": ("train_bpe", _trainer(
@@ -298,6 +302,24 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "generate without the cache does not crop to block_size": ("generate", Edit(
         "            logits = model(idx[:, -model.block_size:])", "            logits = model(idx)", why="no crop"),
         (GENERATE,)),
+    # Part 5: training
+    "train_gpt learns to repeat its input (targets not shifted)": ("train_gpt", Edit(
+        "            loss = F.cross_entropy(logits.reshape(-1, vocab_size).float(), y.reshape(-1))",
+        "            loss = F.cross_entropy(logits.reshape(-1, vocab_size).float(), x.reshape(-1))",
+        why="the input as its own target"),
+        (TRAINING,)),
+    "train_gpt never zeroes the gradients": ("train_gpt", Edit(
+        "        optimizer.zero_grad(set_to_none=True)\n", "", why="gradients pile up"),
+        (TRAINING,)),
+    "train_gpt without the warm-up (cosine from the first step)": ("train_gpt", Edit(
+        "        if step < warmup:\n", "        if step < 0:\n", why="no warm-up"),
+        (TRAINING_STEPS,)),
+    "train_gpt never clips the gradients": ("train_gpt", Edit(
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)\n", "", why="no clipping"),
+        (TRAINING_STEPS,)),
+    "train_gpt's schedule one step late": ("train_gpt", Edit(
+        "            rate = lr * (step + 1) / warmup", "            rate = lr * step / warmup", why="starts at 0"),
+        (TRAINING_STEPS,)),
 }
 
 # name -> {function: definition or Edit(s)}: correct implementations that must earn full marks
@@ -336,13 +358,18 @@ ALTERNATES: dict[str, dict[str, str | Edit | list[Edit]]] = {
 
 class TestUnit07Gpt(UnitContract):
     AID = "07-gpt"
-    MAX_SCORE = 26
-    STUDENT_FUNCTIONS = 16
+    MAX_SCORE = 32
+    STUDENT_FUNCTIONS = 17
     RELEASE_MUST_NOT_CONTAIN = ("where[pair].add(i)", 'errors="replace")', "rank.get(p, len(rank))",
                                 "id_of[left + right]", "tril(diagonal=T_all - T)", "cache.length  # positions",
                                 "above >= p", "self.lm_head.weight = self.tok_emb.weight")
     VARIANTS = VARIANTS
+    EXPENSIVE = (TRAINING,)  # the CPU tier: about 100-150 s of a grade on one core
+    # ... whose known-wrong trainers run with LMCOURSE_ALL_TRAINING=1 only (each proof trains for as long); the
+    # solution's grade in every make test still runs the training check
+    EXPENSIVE_OPT_IN = (TRAINING,)
     ALTERNATES = ALTERNATES
+    RUN_DEMOS = False  # the last demo is the CPU tier (about two minutes on one core)
 
 
 def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):
@@ -359,7 +386,7 @@ def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):
              "    return tiktoken_encoding(merges, special_tokens).encode(text, allowed_special='all')\n")
     nb = submission_from_solution(root, "07-gpt", tmp_path, replace={"encode": cheat})
     others = {SPLIT, MERGES, MERGES_SPECIALS, SPEED, DECODE, GPT2_MERGES, ATTENTION, ATTENTION_DEVICE, BLOCK, GPT_MODEL,
-              PARAMS, TOP_K, TOP_P, SAMPLE, KV, GENERATE}
+              PARAMS, TOP_K, TOP_P, SAMPLE, KV, GENERATE, TRAINING_STEPS, TRAINING}
     r = grade_notebook(root, "07-gpt", nb, tier="cpu", exclude=others)
     scores = {t["name"]: (t["score"], t.get("output", "")) for t in r["tests"]}
     assert r["status"] == "ok" and set(scores) == {ENCODE, ENCODE_SPECIALS, GPT2_IDS}
