@@ -85,6 +85,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return grading_cli.grade(_course_root(args), args)
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from lmcourse.grading import cli as grading_cli
+
+    return grading_cli.leaderboard(_course_root(args), args)
+
+
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from lmcourse.grading import cli as grading_cli
 
@@ -133,6 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("leaderboard", help="(instructors) rank a graded cohort's grader-verified training results "
+                                           "as an HTML page")
+    p.add_argument("assignment", help="assignment id, e.g. 07-gpt")
+    p.add_argument("grades", type=Path, help="the --out folder of `lmcourse grade` (holds students/)")
+    p.add_argument("--show", choices=["pseudonym", "student"], default="pseudonym",
+                   help="who the page names: stable pseudonyms (default; their key stays in the grades folder) or "
+                        "the student ids as they are")
+    p.add_argument("--names", type=Path, help="CSV of student,shown rows: the names to show instead (nicknames)")
+    p.add_argument("--out", type=Path, help="the page to write (default: GRADES/leaderboard.html)")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")

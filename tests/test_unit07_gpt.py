@@ -371,6 +371,13 @@ class TestUnit07Gpt(UnitContract):
     ALTERNATES = ALTERNATES
     RUN_DEMOS = False  # the last demo is the CPU tier (about two minutes on one core)
 
+    def test_the_training_run_records_its_verified_loss(self, solution_result):
+        """The number `lmcourse leaderboard` ranks: the solution's grade holds the loss the grader computed from
+        the reference GPT with the trained weights, in the CPU tier's calibrated range, and nothing else does."""
+        measured = {t["name"]: t.get("measured") for t in solution_result["tests"] if t.get("measured")}
+        assert list(measured) == [TRAINING]
+        assert 1.9 < measured[TRAINING]["validation_loss"] <= 2.08
+
 
 def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):
     """Right ids by the wrong means: an `encode` that hands the merges to the course's tiktoken builder is refused

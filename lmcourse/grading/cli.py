@@ -66,6 +66,25 @@ def check(root: Path, args: argparse.Namespace) -> int:
     return 0 if readiness(result)["ready"] else 1
 
 
+def leaderboard(root: Path, args: argparse.Namespace) -> int:
+    """Rank a graded cohort's grader-verified training results (see :mod:`lmcourse.grading.leaderboard`)."""
+    from lmcourse.errors import CommandError
+    from lmcourse.grading import leaderboard as lb
+
+    _known(root, args.assignment)
+    if not (args.grades / "students").is_dir():
+        raise CommandError(f"{args.grades} holds no students/ folder: give the --out folder of `lmcourse grade "
+                           f"{args.assignment} ...`")
+    if args.names is not None and not args.names.is_file():
+        raise CommandError(f"--names {args.names}: no such file (expected a CSV of student,shown rows)")
+    path, counts = lb.build(args.grades, args.assignment, show=args.show, names=args.names, out=args.out)
+    skipped = ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in counts.items()
+                        if what not in ("results", "ranked") and n)
+    print(f"{args.assignment}: {counts['ranked']} of {counts['results']} results ranked"
+          + (f" ({skipped})" if skipped else "") + f"; written to {path}")
+    return 0
+
+
 def gradescope(root: Path, args: argparse.Namespace) -> int:
     """Build the Gradescope autograder zip (see :mod:`lmcourse.grading.gradescope`)."""
     from lmcourse.grading import gradescope as gs

@@ -139,6 +139,20 @@ class GradingPlugin:
     def tier(self):
         return self._tier
 
+    @pytest.fixture
+    def measure(self):
+        """`measure(name, value)`: record a number the check computed on the trusted side (a graded training
+        run's validation loss) in its result, under ``measured`` (results.json, `lmcourse leaderboard`).
+        Only finite numbers are kept; what is recorded stays whether the check then passes or fails."""
+        import math
+
+        def record(name: str, value: float) -> None:
+            value = float(value)
+            if self._current in self.results and math.isfinite(value):
+                self.results[self._current].setdefault("measured", {})[str(name)] = value
+
+        return record
+
     # -- collection ---------------------------------------------------------------------------
 
     def pytest_collection_modifyitems(self, session, config, items):

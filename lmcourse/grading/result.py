@@ -138,16 +138,22 @@ class CheckResult(_JsonView):
     function: str | None = None  # the first student function it called
     kind: str | None = None  # how it failed: a student kind, "assertion", "error", "structure", ...
     seconds: float = 0.0
+    # what the check measured on the trusted side, by name (a graded training run's validation loss: the
+    # grader-verified number `lmcourse leaderboard` ranks); None when it measured nothing
+    measured: dict[str, float] | None = None
 
     ORDER = ("name", "number", "score", "max_score", "status", "output", "visibility", "tags", "cell", "check",
-             "function", "kind", "seconds")  # results.json's order
+             "function", "kind", "seconds")  # results.json's order; then "measured", only where something was
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
     def to_json(self) -> dict:
-        return {k: list(self.tags) if k == "tags" else getattr(self, k) for k in self.ORDER}
+        out = {k: list(self.tags) if k == "tags" else getattr(self, k) for k in self.ORDER}
+        if self.measured is not None:  # most checks measure nothing: no key
+            out["measured"] = dict(self.measured)
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "CheckResult":

@@ -372,7 +372,8 @@ def _result(assignment_id, release, plugin, problems, block_all, tier, isolation
         tests.append(CheckResult(
             name=r["name"], number=str(number), score=r["score"], max_score=r["max_score"], status=r["status"],
             output=r["output"], visibility=r["gradescope_visibility"], tags=[r["cell"]], cell=r["cell"],
-            check=r["check"], function=r["function"], kind=r["kind"], seconds=r["seconds"]))
+            check=r["check"], function=r["function"], kind=r["kind"], seconds=r["seconds"],
+            measured=dict(r["measured"]) if r.get("measured") else None))
     cells = {gid: {"score": 0.0, "max_score": 0.0} for gid in nbmod.graded_cells(release)}
     for cell, score, max_score in [(t.cell, t.score, t.max_score) for t in tests] + \
             [(n["cell"], 0.0, n["max_score"]) for n in plugin.not_run]:
