@@ -133,6 +133,33 @@ def gpt2_init(model: nn.Module, n_layers: int, std: float = 0.02) -> nn.Module:
     return model
 
 
+def as_hf_gpt2(state: Mapping[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
+    """A GPT's weights in the course's names (Unit 7: ``tok_emb``, ``pos_emb``, ``blocks.{i}.ln1``,
+    ``attn.{q,k,v,out}_proj``, ``ln2``, ``ff1``, ``ff2``, ``ln_f``; ``lm_head`` tied) under the names of Hugging
+    Face's ``GPT2LMHeadModel``, for comparing the two models with the same weights.
+
+    GPT-2's ``Conv1D`` layers compute ``x @ weight + bias``, so their weights are ``nn.Linear``'s transposed, and
+    its ``c_attn`` holds the query, key and value projections side by side.
+    """
+    out = {"transformer.wte.weight": state["tok_emb.weight"], "transformer.wpe.weight": state["pos_emb.weight"],
+           "transformer.ln_f.weight": state["ln_f.weight"], "transformer.ln_f.bias": state["ln_f.bias"],
+           "lm_head.weight": state["tok_emb.weight"]}
+    for i in range(n_layers):
+        ours, theirs = f"blocks.{i}.", f"transformer.h.{i}."
+        out.update({
+            theirs + "ln_1.weight": state[ours + "ln1.weight"], theirs + "ln_1.bias": state[ours + "ln1.bias"],
+            theirs + "ln_2.weight": state[ours + "ln2.weight"], theirs + "ln_2.bias": state[ours + "ln2.bias"],
+            theirs + "attn.c_attn.weight": torch.cat([state[ours + f"attn.{n}_proj.weight"] for n in "qkv"]).T,
+            theirs + "attn.c_attn.bias": torch.cat([state[ours + f"attn.{n}_proj.bias"] for n in "qkv"]),
+            theirs + "attn.c_proj.weight": state[ours + "attn.out_proj.weight"].T,
+            theirs + "attn.c_proj.bias": state[ours + "attn.out_proj.bias"],
+            theirs + "mlp.c_fc.weight": state[ours + "ff1.weight"].T, theirs + "mlp.c_fc.bias": state[ours + "ff1.bias"],
+            theirs + "mlp.c_proj.weight": state[ours + "ff2.weight"].T,
+            theirs + "mlp.c_proj.bias": state[ours + "ff2.bias"],
+        })
+    return out
+
+
 def parameter_count(model: nn.Module) -> int:
     """How many numbers the model learns (buffers such as a sinusoidal table not included)."""
     return sum(p.numel() for p in model.parameters())

@@ -16,6 +16,7 @@ import torch
 
 from lmcourse.course import Course
 from lmcourse.grading.compare import block_weights
+from lmcourse.transformer import as_hf_gpt2
 
 transformers = pytest.importorskip("transformers")
 
@@ -35,22 +36,7 @@ def _hf(reference, weights):
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=1e-5)
     hf = GPT2LMHeadModel(config).eval()
     w = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in weights.items()}
-    state = {"transformer.wte.weight": w["tok_emb.weight"], "transformer.wpe.weight": w["pos_emb.weight"],
-             "transformer.ln_f.weight": w["ln_f.weight"], "transformer.ln_f.bias": w["ln_f.bias"],
-             "lm_head.weight": w["tok_emb.weight"]}
-    for i in range(L):
-        ours, theirs = f"blocks.{i}.", f"transformer.h.{i}."
-        state.update({
-            theirs + "ln_1.weight": w[ours + "ln1.weight"], theirs + "ln_1.bias": w[ours + "ln1.bias"],
-            theirs + "ln_2.weight": w[ours + "ln2.weight"], theirs + "ln_2.bias": w[ours + "ln2.bias"],
-            # Conv1D computes x @ weight + bias: its weight is nn.Linear's transposed
-            theirs + "attn.c_attn.weight": torch.cat([w[ours + f"attn.{n}_proj.weight"] for n in "qkv"]).T,
-            theirs + "attn.c_attn.bias": torch.cat([w[ours + f"attn.{n}_proj.bias"] for n in "qkv"]),
-            theirs + "attn.c_proj.weight": w[ours + "attn.out_proj.weight"].T,
-            theirs + "attn.c_proj.bias": w[ours + "attn.out_proj.bias"],
-            theirs + "mlp.c_fc.weight": w[ours + "ff1.weight"].T, theirs + "mlp.c_fc.bias": w[ours + "ff1.bias"],
-            theirs + "mlp.c_proj.weight": w[ours + "ff2.weight"].T, theirs + "mlp.c_proj.bias": w[ours + "ff2.bias"],
-        })
+    state = as_hf_gpt2(w, L)
     hf = hf.double()
     missing, unexpected = hf.load_state_dict(state, strict=False)
     assert not unexpected and all("attn.bias" in k or "masked_bias" in k for k in missing), (missing, unexpected)
