@@ -13,10 +13,11 @@ Entry points:
 The path of a submission, top-down; no module imports one above it
 (``tests/test_layers.py``)::
 
-    cli         lmcourse grade | check | gradescope
+    cli         lmcourse grade | check | gradescope | leaderboard
     batch       a folder: runner processes in a thread pool; the only writer of results
     gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
     gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner
+    leaderboard a graded cohort's verified training results, ranked (reads the batch's results.json)
     preflight   solution full marks, release zero, on this machine, before any student
     runner      one notebook: structure -> extraction -> worker -> checks -> `Result`
     report      what students see, read off a `Result` (lmcourse check, feedback.html)
