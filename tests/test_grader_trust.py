@@ -319,6 +319,38 @@ def test_probe_errors_say_what_is_wrong_and_probe_misuse_voids_the_grade(tmp_pat
     assert result["status"] == "grader-error" and "wrongly" in result["message"]
 
 
+@pytest.mark.parametrize("fault", [
+    ("check", "NameError", "    assert student.count_words('a b') == expected_countz\n"),
+    ("fixture", "FileNotFoundError", "    assert missing_data\n"),
+    ("check", "ImportError", "    from lmcourse import no_such_helper\n"),
+])
+def test_a_check_that_breaks_on_its_own_is_a_grader_error_not_a_zero(tmp_path, fault):
+    """A check that misspells a name, or whose fixture cannot find its data, voids the grade; a check that trips
+    over the value the student's code returned stays the student's (an `error` with that value's type)."""
+    where, name, body = fault
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course)
+    with (course / "autograder" / AID / "test_checks.py").open("a") as f:
+        f.write("\n\nimport pytest\n\n\n@pytest.fixture\ndef missing_data(tmp_path):\n    return open(tmp_path / 'no-such-file').read()\n"
+                "\n\n@check(points=1, cell='test_count_words', name='breaks on its own')\n"
+                f"def test_breaks(student{', missing_data' if where == 'fixture' else ''}):\n{body}")
+    result = runner.grade_to_files(course, AID, honest(tmp_path), tmp_path / "r.json")
+    assert result["status"] == "grader-error" and result["max_score"] == 0, result
+    assert name in result["message"] and "breaks" in result["message"], result["message"]
+
+    # The same check tripping over a returned value (a dict has no .shape) is the student's, with the type named.
+    course2 = tmp_path / "course2"
+    shutil.copytree(FIXTURE, course2)
+    with (course2 / "autograder" / AID / "test_checks.py").open("a") as f:
+        f.write("\n\n@check(points=1, cell='test_count_words', name='trips over the value')\n"
+                "def test_trips(student):\n    assert student.count_words('a b').shape\n")
+    result = runner.grade_to_files(course2, AID, honest(tmp_path, "honest2"), tmp_path / "r2.json")
+    assert result["status"] != "grader-error", result
+    tripped = [c for c in result["tests"] if c["name"] == "trips over the value"]
+    assert tripped and tripped[0]["score"] == 0 and tripped[0]["kind"] == "error", tripped
+    assert "AttributeError" in tripped[0]["output"], tripped
+
+
 def test_preflight_refuses_a_course_whose_release_scores(tmp_path):
     course = tmp_path / "course"
     shutil.copytree(FIXTURE, course)

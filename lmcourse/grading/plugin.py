@@ -208,19 +208,22 @@ class GradingPlugin:
             result.update(score=result["max_score"], status="passed", output="")
         elif (report.failed or report.skipped) and not (report.when == "teardown" and result["output"]):
             # (a teardown error after a failure keeps the first failure's message)
-            result.update(score=0.0, status="failed", **self._explain(call.excinfo))
+            result.update(score=0.0, status="failed", **self._explain(call.excinfo, report.when))
         if report.when == "teardown":
             result["seconds"] = round(time.perf_counter() - self._started.get(item.nodeid, time.perf_counter()), 3)
             self._current = None
         # Drop pytest's rendering of the failure (it quotes the check's source) right here.
         report.longrepr = None
 
-    def _explain(self, excinfo) -> dict:
+    def _explain(self, excinfo, when: str = "call") -> dict:
         """Score-0 message from the exception alone: never a traceback, never source."""
         if excinfo is None:
             return {"output": "the check did not complete", "kind": "error"}
         exc = excinfo.value
         sandbox_error = getattr(sandbox_module(), "SandboxError", ())
+        if isinstance(exc, GRADER_FAULTS) and not (self.StudentError is not None and isinstance(exc, self.StudentError)):
+            self.config_errors.append(f"{self._current or 'a check'} ({when}): {type(exc).__name__}: {exc}")
+            return {"output": "the grader failed while running this check", "kind": "grader-error"}
         if isinstance(exc, sandbox_error):
             # The grader's own failure (the sandbox, a check misusing a probe): the whole grade is
             # void (the runner raises GraderError), never a 0 for this check.
@@ -239,6 +242,14 @@ class GradingPlugin:
         # expected). The exception's own text names types, not the check's code.
         text = f"{type(exc).__name__}: {exc}".strip()
         return {"output": _clip(f"the value your code returned could not be checked ({text})"), "kind": "error"}
+
+
+# Exceptions that no value a student's code returned can cause in a check: a name the check misspells, a module
+# or data file the grader cannot load, the grading process itself out of memory or stack. Raised in a check or in
+# its fixtures, they are the grader's failure: the grade is void, never a 0 for the student. (What a student's code raises reaches the checks as StudentError; what a check raises
+# about a returned value of the wrong type or shape, TypeError, AttributeError, ValueError, IndexError, KeyError,
+# RuntimeError, is explained to the student as such.)
+GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError)
 
 
 def _clip(text: str) -> str:
