@@ -22,11 +22,12 @@ TRAINING = "train_gpt: a GPT trained on TinyShakespeare's characters reaches the
 
 
 def _result(loss: float | None, *, passed: bool = True, tier: str = "cpu", status: Status = Status.OK,
-            assignment: str = "07-gpt") -> Result:
+            assignment: str = "07-gpt", threshold: float | None = None) -> Result:
     tests = [CheckResult(name="encode: ids", score=2.0, max_score=2.0, status="passed"),
              CheckResult(name=TRAINING, score=4.0 if passed else 0.0, max_score=4.0,
                          status="passed" if passed else "failed",
-                         measured=None if loss is None else {"validation_loss": loss})]
+                         measured=None if loss is None else {"validation_loss": loss, **(
+                             {} if threshold is None else {"threshold": threshold})})]
     return Result(score=6.0 if passed else 2.0, max_score=6.0, status=status, message="graded", output="",
                   assignment=assignment, tests=tests, tier=tier)
 
@@ -78,6 +79,13 @@ def test_the_page_escapes_names_loads_nothing_and_marks_runs_above_the_threshold
     assert "2.3100" in page and "above it" in page
     assert "1 graded submission without a verified result" in page
     assert "hal" not in page and "ivy" not in page
+
+
+def test_the_page_names_the_threshold_a_check_recorded(tmp_path):
+    grades = _grades(tmp_path, {"ada": _result(1.991, threshold=2.08),
+                                "dee": _result(2.31, passed=False, threshold=2.08)})
+    page = lb.build(grades, "07-gpt", show="student")[0].read_text()
+    assert "passed (at most 2.08)" in page and "above 2.08" in page and "above it" not in page
 
 
 def test_pseudonyms_are_stable_keyed_and_private_and_names_override_them(tmp_path):

@@ -157,6 +157,10 @@ def test_a_nan_loss_never_passes():
             training.check_loss(bad, 2.1, what="run")
     with pytest.raises(AssertionError, match="2.200 nats per token"):
         training.check_loss(2.2, 2.1, what="run")
+    # the run that only records its loss (threshold inf) never tells a student to reach "at most inf"
+    with pytest.raises(AssertionError, match="asks for a finite loss") as err:
+        training.check_loss(float("nan"), float("inf"), what="run")
+    assert "inf nats" not in str(err.value)
 
 
 class _TinyLM(nn.Module):

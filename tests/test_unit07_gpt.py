@@ -377,6 +377,7 @@ class TestUnit07Gpt(UnitContract):
         measured = {t["name"]: t.get("measured") for t in solution_result["tests"] if t.get("measured")}
         assert list(measured) == [TRAINING]
         assert 1.9 < measured[TRAINING]["validation_loss"] <= 2.08
+        assert measured[TRAINING].get("threshold") == 2.08  # shown on the leaderboard
 
 
 def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):

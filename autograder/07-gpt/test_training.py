@@ -129,4 +129,5 @@ def test_training_run(student, reference, tier, measure):
         hint=hint, seed=0, timeout=900 if tier == "gpu" else 400, **GPT_RULES)
     if outcome.trusted:
         measure("validation_loss", outcome.loss)
+        measure("threshold", threshold)
     training.check_loss(outcome.loss, threshold, what=what, hint=hint, unit="nats per character")

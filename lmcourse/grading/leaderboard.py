@@ -52,6 +52,7 @@ class Entry:
     value: float
     passed: bool
     check: str
+    threshold: float | None = None  # the check's threshold, when it recorded one (``measured["threshold"]``)
 
 
 def collect(grades: Path, assignment_id: str, metric: str = METRIC) -> tuple[list[Entry], dict[str, int]]:
@@ -79,10 +80,18 @@ def collect(grades: Path, assignment_id: str, metric: str = METRIC) -> tuple[lis
             counts["no_value"] += 1
             continue
         check, value = found
+        threshold = check.measured.get("threshold")
+        threshold = float(threshold) if isinstance(threshold, (int, float)) and math.isfinite(threshold) else None
         entries.append(Entry(student=path.parent.name, tier=result.tier or "cpu", value=float(value),
-                             passed=check.passed, check=check.name))
+                             passed=check.passed, check=check.name, threshold=threshold))
         counts["ranked"] += 1
     return entries, counts
+
+
+def _verdict(e: Entry) -> str:
+    if e.threshold is None:
+        return "passed" if e.passed else "above it"
+    return f"passed (at most {e.threshold:.2f})" if e.passed else f"above {e.threshold:.2f}"
 
 
 def ranked(entries: list[Entry]) -> dict[str, list[tuple[int, Entry]]]:
@@ -150,7 +159,7 @@ def render(assignment_id: str, board: dict[str, list[tuple[int, Entry]]], shown:
         for rank, e in rows:
             parts.append(f'<tr class="{"pass" if e.passed else "fail"}"><td class="num">{rank}</td>'
                          f"<td>{esc(shown.get(e.student, e.student))}</td><td class=\"num\">{e.value:.4f}</td>"
-                         f"<td>{'passed' if e.passed else 'above it'}</td></tr>")
+                         f"<td>{_verdict(e)}</td></tr>")
         parts.append("</tbody></table>")
     left = counts.get("no_value", 0)
     if left:

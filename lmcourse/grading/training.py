@@ -333,8 +333,10 @@ def check_loss(loss: float, threshold: float, *, what: str, hint: str = "", unit
     """Fail unless `loss` is finite and at most `threshold` (a NaN never passes). Returns the loss."""
     loss = float(loss)
     if not math.isfinite(loss):
-        raise AssertionError(f"{what}: the validation loss is {loss}, not a finite number; the check asks for at "
-                             f"most {threshold:.2f} {unit}")
+        wanted = f"at most {threshold:.2f} {unit}" if math.isfinite(threshold) else "a finite loss"
+        raise AssertionError(f"{what}: the validation loss is {loss}, not a finite number; the check asks for "
+                             f"{wanted} (did the training diverge? look for a learning rate or an initialisation "
+                             "that makes the loss grow)")
     if not (loss <= threshold):
         raise AssertionError(f"{what}: the validation loss is {loss:.3f} {unit}; a correct implementation reaches "
                              f"at most {threshold:.2f} with these settings" + (f". {hint}" if hint else ""))
