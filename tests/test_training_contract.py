@@ -367,6 +367,8 @@ CARRIED = '''
 import base64 as _base64
 import bz2 as _bz2
 
+from lmcourse.data import Vocab, train_val_split
+
 _CARRIED = "{blob}"  # TinyShakespeare, bz2 and base64
 
 
