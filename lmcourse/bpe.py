@@ -43,7 +43,7 @@ def _compiled():
 
 
 def pretokenize(text: str) -> list[str]:
-    """GPT-2's pre-tokens: ``pretokenize("Hello, world!")`` -> ``["Hello", ",", " world", "!"]``.
+    r"""GPT-2's pre-tokens: ``pretokenize("Hello, world!")`` -> ``["Hello", ",", " world", "!"]``.
 
     Joined, they give back the text exactly.
 

@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["AttentionProjections", "MultiHeadAttention", "as_nn_multihead", "bert_init", "flops_per_token",
-           "parameter_count"]
+__all__ = ["AttentionProjections", "KVCache", "MultiHeadAttention", "as_nn_multihead", "bert_init",
+           "flops_per_token", "parameter_count"]
 
 
 class AttentionProjections(nn.Module):
@@ -99,6 +99,31 @@ class MultiHeadAttention(AttentionProjections):
                     scores = scores.masked_fill(~mask, float("-inf"))
                 self.weights = scores.softmax(dim=-1)
         return self.out_proj(out.transpose(1, 2).flatten(2))  # (B, T_q, h, d_k) -> (B, T_q, d_model)
+
+
+class KVCache:
+    """Each layer's keys and values of the positions seen so far, for generation one token at a time.
+
+    Given to students in Unit 7 (their GPT) and the capstone (their LLaMA-style decoder, where the keys and values
+    have the key/value heads' count: the memory grouped-query attention saves).
+    """
+
+    def __init__(self, n_layers):
+        self.k = [None] * n_layers  # k[i]: (B, n_heads, T_seen, d_head), layer i's keys
+        self.v = [None] * n_layers
+
+    def append(self, layer, k, v):
+        """Append the new positions' keys and values (B, n_heads, T_new, d_head) to `layer`'s, and return all of
+        that layer's keys and values so far, (B, n_heads, T_seen + T_new, d_head) each."""
+        if self.k[layer] is not None:
+            k, v = torch.cat([self.k[layer], k], dim=2), torch.cat([self.v[layer], v], dim=2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+    @property
+    def length(self):
+        """How many positions the cache holds (what every layer holds between two calls of the model)."""
+        return 0 if self.k[-1] is None else self.k[-1].shape[2]
 
 
 def bert_init(model: nn.Module, std: float = 0.02) -> nn.Module:

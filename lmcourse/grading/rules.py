@@ -104,12 +104,22 @@ RULES = {
     # or decode for the student. Importing one is flagged; the guard makes their entry points raise.
     "no_tokenizer_library": Rule(
         layers=frozenset({"Encoding", "SimpleBytePairEncoding", "bpe_train", "bpe_encode", "Tokenizer", "BpeTrainer",
-                          "BPE", "ByteLevel", "tiktoken_encoding", "gpt2_encoding"}),
+                          "BPE", "ByteLevel", "tiktoken_encoding", "gpt2_encoding", "hf_tokenizer", "digits_apart"}),
         kernels=frozenset(),
         modules=frozenset({"tiktoken", "tiktoken_ext", "tokenizers", "sentencepiece", "transformers", "minbpe"}),
         asks_for="byte-pair encoding written by hand",
         refused="Tokenizer libraries (tiktoken, Hugging Face's tokenizers and transformers, sentencepiece) and the "
-                "course's own reference tokenizers (lmcourse.bpe.tiktoken_encoding, gpt2_encoding)"),
+                "course's own reference tokenizers (lmcourse.bpe.tiktoken_encoding, gpt2_encoding, "
+                "lmcourse.smollm.hf_tokenizer, digits_apart)"),
+    # the capstone's chat template: a template engine rendering the GGUF's own Jinja template, or the course's
+    # reference, would write SmolLM2's chat format for the student
+    "no_template_library": Rule(
+        layers=frozenset({"chat_prompt", "apply_chat_template", "Template", "Environment"}),
+        kernels=frozenset(),
+        modules=frozenset({"jinja2", "transformers", "mako", "chevron"}),
+        asks_for="the chat format written with string operations",
+        refused="Template engines (jinja2, transformers' apply_chat_template) and the course's reference chat "
+                "template (lmcourse.smollm.chat_prompt)"),
 }
 # Every rule's layers, as the scan looks for them.
 BUILTIN_LAYERS = frozenset().union(*(rule.layers for rule in RULES.values()))
@@ -125,7 +135,8 @@ INSIDE_PACKAGE = "lmc_inside"
 GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_builtins", "without_builtin_rnn",
                               "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION", "BUILTIN_NORMS",
                               "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES",
-                              "BUILTIN_ENCODER", "BuiltinEncoderUsed", "BUILTIN_TOKENIZERS", "BuiltinTokenizerUsed"})
+                              "BUILTIN_ENCODER", "BuiltinEncoderUsed", "BUILTIN_TOKENIZERS", "BuiltinTokenizerUsed",
+                              "BUILTIN_TEMPLATES", "BuiltinTemplateUsed"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",
@@ -139,8 +150,9 @@ ALLOWED_MODULE_ATTRS = {
     "sys": {"stdout", "stderr", "float_info", "maxsize", "version_info", "getrecursionlimit"},
     "os": {"path", "environ", "getenv", "cpu_count", "sep", "linesep", "makedirs", "listdir", "getcwd"},
     # minilm: the pretrained weights 06-bert loads; bpe: 07-gpt's pre-tokenizer (its reference builders are
-    # flagged by name, with the tokenizer libraries)
-    "lmcourse": {"data", "device", "minilm", "plots", "bpe"},
+    # flagged by name, with the tokenizer libraries); smollm: the capstone's GGUF reader (its reference chat
+    # template and tokenizer flagged by name)
+    "lmcourse": {"data", "device", "minilm", "plots", "bpe", "smollm"},
 }
 TORCH_RISKY_ATTRS = frozenset({"load", "jit", "hub", "package", "ops", "library", "_dynamo"})
 

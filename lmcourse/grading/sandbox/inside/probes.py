@@ -228,9 +228,19 @@ class BuiltinEncoderUsed(BuiltinUsed):
 
 # The entry points of the tokenizer libraries and of the course's reference tokenizers: tiktoken's Encoding (and
 # its pure-Python teaching trainer), Hugging Face tokenizers' Tokenizer, BPE model, trainer and byte-level
-# pre-tokenizer, and lmcourse.bpe's builders. 07-gpt asks for byte-pair encoding written by hand.
+# pre-tokenizer, lmcourse.bpe's builders and lmcourse.smollm's rebuilt tokenizer and digit splitting. 07-gpt and the
+# capstone ask for byte-pair encoding (and SmolLM2's pre-tokenizer) written by hand.
 BUILTIN_TOKENIZERS = ("Encoding", "SimpleBytePairEncoding", "bpe_train", "bpe_encode", "Tokenizer", "BPE",
-                      "BpeTrainer", "ByteLevel", "tiktoken_encoding", "gpt2_encoding")
+                      "BpeTrainer", "ByteLevel", "tiktoken_encoding", "gpt2_encoding", "hf_tokenizer", "digits_apart")
+
+
+# Template engines and the course's reference chat template: the capstone asks for SmolLM2's chat format written
+# with string operations.
+BUILTIN_TEMPLATES = ("chat_prompt", "Template", "Environment", "apply_chat_template")
+
+
+class BuiltinTemplateUsed(BuiltinUsed):
+    """A template engine (jinja2) or the course's reference chat template was called."""
 
 
 class BuiltinTokenizerUsed(BuiltinUsed):
@@ -278,10 +288,14 @@ REFUSALS = {
         "attention, linear layers, LayerNorm)"),
     "no_tokenizer_library": Refusal(
         BUILTIN_TOKENIZERS, ("tiktoken", "tiktoken.core", "tiktoken._educational", "tokenizers", "tokenizers.models",
-                             "tokenizers.trainers", "tokenizers.pre_tokenizers", "lmcourse.bpe"),
+                             "tokenizers.trainers", "tokenizers.pre_tokenizers", "lmcourse.bpe", "lmcourse.smollm"),
         BuiltinTokenizerUsed,
         "a tokenizer library was called (`{name}`, from tiktoken, Hugging Face's tokenizers or the course's "
         "reference tokenizers); this assignment asks for byte-pair encoding written by hand"),
+    "no_template_library": Refusal(
+        BUILTIN_TEMPLATES, ("jinja2", "jinja2.environment", "lmcourse.smollm"), BuiltinTemplateUsed,
+        "a template engine was called (`{name}`, from jinja2 or the course's reference chat template); this "
+        "assignment asks for the chat format written with string operations"),
 }
 
 _ABSENT = object()  # what a name that is not there holds
@@ -741,6 +755,70 @@ def incremental_logits(module, *, cls: str, init_kwargs=None, state_dict=None, i
             at += int(n)
     return {"logits": to_array(torch.cat(out, dim=1)) if out else None, "raised": raised, "message": message,
             "at": stopped}
+
+
+# The student's model holding pretrained weights, kept for the worker's life (one grade): loading SmolLM2 (reading
+# and dequantising its GGUF, building 134.5 M parameters, the student's loader) costs seconds, and every check of
+# the capstone that uses the real weights asks for the same model.
+_PRETRAINED: dict = {}
+
+
+@probe
+@refusing_builtins
+def pretrained(module, *, cls: str, init_kwargs=None, load_fn: str = "load_gguf_weights",
+               tensors_fn: str = "smollm.torch_tensors", ids=None, chunks=None, generate_fn: str | None = None,
+               generate_kwargs=None, cache_cls: str = "KVCache", seed: int | None = 0):
+    """The student's ``cls(**init_kwargs)`` with pretrained weights loaded by the student's ``load_fn(model,
+    tensors)``, in eval mode, without gradients, without TF32; built once per worker process and reused.
+
+    ``tensors`` is a new dict of what ``tensors_fn`` returns, a dotted name looked up in the student's module: the
+    capstone's given setup imports ``lmcourse.smollm``, whose ``torch_tensors()`` reads SmolLM2's verified GGUF
+    (the worker's own code imports nothing of lmcourse: tests/test_layers.py).
+
+    Then one of: ``generate_fn`` given: ``module.<generate_fn>(model, ids, **generate_kwargs)`` (its tokens);
+    ``chunks`` given: ``ids`` fed in consecutive chunks through one ``module.<cache_cls>(len(model.blocks))``
+    (the logits concatenated); otherwise ``model(ids)``. Returns ``{"logits"}`` or ``{"tokens"}`` as arrays:
+    untrusted, like everything a probe returns.
+    """
+    torch = _torch()
+    key = (cls, repr(sorted((init_kwargs or {}).items())), load_fn, tensors_fn)
+    model = _PRETRAINED.get(key)
+    if model is None:
+        _PRETRAINED.clear()  # one model at a time: 540 MB each
+        owner, _, name = tensors_fn.rpartition(".")
+        source = getattr(getattr(module, owner, None), name, None) if owner else getattr(module, name, None)
+        if not callable(source):
+            raise ProbeUsageError(f"the notebook's module has no {tensors_fn}() to read the weights with")
+        loader = _get(module, load_fn, "function")
+        model = instantiate(module, cls, init_kwargs, None, seed)
+        with torch.no_grad():
+            loaded = loader(model, dict(source()))
+        if loaded is not None and loaded is not model:
+            raise WrongResult(f"{load_fn}(model, tensors) must load the weights into the model it is given (and "
+                              f"return it); it returned a different {type(loaded).__name__}")
+        model.eval()
+        _PRETRAINED[key] = model
+    x = to_tensor(ids)
+    with torch.no_grad(), _full_float32():
+        if generate_fn:
+            out = _get(module, generate_fn, "function")(model, x, **dict(generate_kwargs or {}))
+            if not isinstance(out, torch.Tensor):
+                raise WrongResult(f"{generate_fn} must return a tensor of token ids, it returned a "
+                                  f"{type(out).__name__}")
+            return {"tokens": to_array(out)}
+        if chunks:
+            cache = _get(module, cache_cls, "class")(len(model.blocks))
+            parts, at = [], 0
+            for n in chunks:
+                parts.append(model(x[:, at:at + int(n)], cache=cache))
+                at += int(n)
+            logits = torch.cat([p[0] if isinstance(p, (tuple, list)) else p for p in parts], dim=1)
+        else:
+            logits = model(x)
+            logits = logits[0] if isinstance(logits, (tuple, list)) else logits
+    if not isinstance(logits, torch.Tensor):
+        raise WrongResult(f"{cls}(ids) must return a tensor of logits, it returned a {type(logits).__name__}")
+    return {"logits": to_array(logits)}
 
 
 def _traced(value):

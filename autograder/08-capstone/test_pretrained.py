@@ -1,0 +1,127 @@
+"""Checks for Part 2 with SmolLM2's real weights: the student's Llama, built at SmolLM2's size and loaded by the
+student's load_gguf_weights (inside the worker, once per grade: probe `pretrained`), against the reference's Llama
+holding the same weights (the trusted side, held to transformers' LlamaForCausalLM by the project's tests).
+
+Hidden prompts: chat conversations (the format the model was tuned on), code, a number-heavy sentence and a
+sentence in French. Logits are compared over every position, to 2e-3 of their largest magnitude (float32 on both
+sides; the reference and transformers differ by about 7e-5 of 38). A transposed square matrix (q or o), the output
+layer left untied or random, the gate and up projections swapped, RoPE on halves or with the wrong base, a missing
+layer: each moves the logits by whole units.
+
+Generation: greedy tokens, with and without the cache, must each be the argmax of the reference's logits at its
+step (teacher-forced over the student's own tokens, with a margin of 1e-3 for float rounding between two near-equal
+logits), and the two must agree; generation stops after eos_id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conftest import EOS, MODULE_RULES, SMOLLM2, encoded_prompt, trusted_logits
+from lmcourse.grading.checks import check, expect_close
+
+PROMPTS = (
+    [{"role": "user", "content": "Which planet is known as the red planet?"}],
+    [{"role": "system", "content": "Answer in one word."}, {"role": "user", "content": "What colour is the sky?"}],
+)
+TEXTS = ("def fibonacci(n):\n    if n < 2:\n        return n\n    return", "In 1969, 3 astronauts flew 384,400 km to",
+         "La tour Eiffel se trouve à")
+
+
+def _ids(tokens):
+    return np.asarray([tokens], dtype=np.int64)
+
+
+def _student_logits(student, ids, chunks=None):
+    found = student.probe("pretrained", cls="Llama", init_kwargs=SMOLLM2, ids=ids, chunks=chunks, **MODULE_RULES)
+    if not isinstance(found, dict) or "logits" not in found:
+        raise AssertionError("Llama with SmolLM2's weights: the grader could not read its logits")
+    return found["logits"]
+
+
+def _close(found, expected, what):
+    scale = float(np.abs(expected).max())
+    expect_close(found, expected, what=what, rtol=0.0, atol=2e-3 * scale)
+
+
+def _hidden_token_lists():
+    from lmcourse import smollm
+
+    tok = smollm.hf_tokenizer()
+    return [encoded_prompt(m) for m in PROMPTS] + [tok.encode(t).ids for t in TEXTS]
+
+
+@check(points=3, cell="test_load_gguf", name="SmolLM2's weights loaded by load_gguf_weights into your Llama: the "
+                                             "logits equal the reference's on hidden prompts (chat, code, numbers, "
+                                             "French)")
+def test_real_logits(student, reference):
+    for tokens in _hidden_token_lists():
+        ids = _ids(tokens)
+        _close(_student_logits(student, ids), trusted_logits(reference, ids),
+               what=f"Llama(**SMOLLM2) with SmolLM2's weights on a hidden prompt of {len(tokens)} tokens: the logits "
+                    "(1, T, 49152)")
+
+
+@check(points=1, cell="test_load_gguf", name="SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then "
+                                             "a chunk give the logits of the whole sequence")
+def test_real_cache(student, reference):
+    tokens = encoded_prompt(PROMPTS[0]) + [504, 3575, 282, 4649, 314, 7042]  # ... "The capital of France is Paris"
+    ids = _ids(tokens)
+    n = len(tokens)
+    chunks = (n - 6, 1, 1, 4)
+    _close(_student_logits(student, ids, chunks=chunks), trusted_logits(reference, ids),
+           what=f"Llama(**SMOLLM2) with SmolLM2's weights, {n} tokens fed in chunks of {list(chunks)} through one "
+                "KVCache, against the reference's whole forward")
+
+
+def _generated(student, ids, n, **kwargs):
+    found = student.probe("pretrained", cls="Llama", init_kwargs=SMOLLM2, ids=ids, generate_fn="generate",
+                          generate_kwargs=dict(max_new_tokens=n, **kwargs), **MODULE_RULES)
+    tokens = found.get("tokens") if isinstance(found, dict) else None
+    if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.dtype.kind not in "iu":
+        raise AssertionError(f"generate(model, prompt (1, {ids.shape[1]}), {n}, ...): expected a (1, T + n) tensor of "
+                             f"token ids; found {getattr(tokens, 'shape', type(tokens).__name__)}")
+    if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
+        raise AssertionError(f"generate(model, prompt (1, {ids.shape[1]}), {n}): the output must begin with the prompt")
+    return tokens
+
+
+def _expect_greedy(reference, tokens, start, what):
+    logits = trusted_logits(reference, tokens[:, :-1])[0]  # logits[t] predicts token t + 1
+    scale = float(np.abs(logits).max())
+    for t in range(start, tokens.shape[1]):
+        row = logits[t - 1]
+        chosen = int(tokens[0, t])
+        if not 0 <= chosen < row.shape[0] or row[chosen] < row.max() - 1e-3 * scale:
+            raise AssertionError(f"{what}: new token {t - start + 1} is {chosen}, not the most probable token after "
+                                 f"the tokens before it (greedy decoding takes the argmax of the last position's "
+                                 f"logits)")
+
+
+@check(points=2, cell="test_generate", name="generate with SmolLM2: greedy tokens are the argmax at every step, the "
+                                            "same with the cache and without, and generation stops after eos_id")
+def test_generate(student, reference):
+    ids = _ids(encoded_prompt(PROMPTS[0]))
+    n = 10
+    cached = _generated(student, ids, n, temperature=0.0, use_cache=True)
+    full = _generated(student, ids, n, temperature=0.0, use_cache=False)
+    what = f"generate(SmolLM2, a chat prompt of {ids.shape[1]} tokens, {n}, temperature=0.0"
+    for tokens, cache in ((cached, True), (full, False)):
+        if tokens.shape[1] != ids.shape[1] + n:
+            raise AssertionError(f"{what}, use_cache={cache}): expected {n} new tokens (no eos_id given); found "
+                                 f"{tokens.shape[1] - ids.shape[1]}")
+        _expect_greedy(reference, tokens, ids.shape[1], f"{what}, use_cache={cache})")
+    if not np.array_equal(cached, full):
+        raise AssertionError(f"{what}): the tokens with the cache {cached[0, ids.shape[1]:].tolist()} differ from those "
+                             f"without it {full[0, ids.shape[1]:].tolist()}")
+    # eos_id: the answer ends with <|im_end|>; stopping right after it
+    stop_at = int(cached[0, ids.shape[1] + 2])
+    stopped = _generated(student, ids, n, temperature=0.0, eos_id=stop_at)
+    first = int(np.argmax(cached[0, ids.shape[1]:] == stop_at)) + 1  # new tokens up to the first stop_at
+    if stopped.shape[1] != ids.shape[1] + first:
+        raise AssertionError(f"{what}, eos_id={stop_at}) (a token your greedy answer reaches at step {first}): expected "
+                             f"generation to stop right after it, {first} new tokens; found "
+                             f"{stopped.shape[1] - ids.shape[1]}")
+    answer = _generated(student, ids, 40, temperature=0.0, eos_id=EOS)
+    if answer.shape[1] < ids.shape[1] + 40 and int(answer[0, -1]) != EOS:
+        raise AssertionError(f"generate(..., eos_id={EOS}): it stopped before 40 tokens without ending on eos_id")
