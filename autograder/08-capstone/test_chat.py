@@ -48,7 +48,8 @@ def test_chat_prompt(student):
 
 
 @check(points=1, cell="test_tokenizer", name="smollm_pretokenize: each numeric character alone, GPT-2's pattern on "
-                                             "the text between")
+                                             "the text between",
+       visibility="visible")
 def test_pretokenize(student, reference):
     for text in TEXTS:
         expected = reference.smollm_pretokenize(text)

@@ -25,7 +25,8 @@ def _x(rng, *shape, scale=1.0, shift=0.0):
 
 
 @check(points=2, cell="test_rmsnorm", name="RMSNorm: outputs and gradients match the reference (epsilon inside the "
-                                           "square root, no mean subtracted; float32 and float64, another device)")
+                                           "square root, no mean subtracted; float32 and float64, another device)",
+       visibility="visible")
 def test_rmsnorm(student, reference, rng, compare):
     for shape, scale, shift, eps in (((2, 5, 16), 1.0, 3.0, 1e-5), ((3, 8), 1e-3, 0.0, 1e-5), ((4, 1, 2, 6), 1.0, 0.0, 0.1),
                                      ((1, 1), 0.5, 0.0, 1e-5)):
@@ -71,7 +72,8 @@ def test_rope(student, reference, rng):
 
 
 @check(points=1, cell="test_swiglu", name="SwiGLU: outputs and gradients match the reference with the same weights "
-                                          "(SiLU on gate, times up, then down; float32 and float64)")
+                                          "(SiLU on gate, times up, then down; float32 and float64)",
+       visibility="visible")
 def test_swiglu(student, reference, rng, compare):
     for shape, d_ff in (((2, 5, 8), 12), ((3, 4), 1), ((1, 1, 6), 16)):
         kw = {"d_model": shape[-1], "d_ff": d_ff}
@@ -132,7 +134,8 @@ def _expect_incremental(student, reference, *, cls, kw, w, x, chunks, n_layers, 
 
 
 @check(points=1, cell="test_attention", name="GroupedQueryAttention with a KVCache: a prompt, single positions and "
-                                             "chunks give the full forward's outputs; runs where its input is")
+                                             "chunks give the full forward's outputs; runs where its input is",
+       visibility="visible")
 def test_attention_cache(student, reference, rng, rules):
     for B, T, d, h, kv, chunks in ((2, 9, 12, 6, 2, (4, 1, 1, 3)), (1, 6, 8, 4, 1, (1, 1, 1, 1, 2)),
                                    (1, 5, 18, 9, 3, (5,))):
