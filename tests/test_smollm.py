@@ -207,6 +207,27 @@ def test_adjacent_pair_rope_on_the_gguf_tensors_gives_transformers_logits(gguf_m
     assert "Paris" in real.decode(out[0, ids.shape[1]:].tolist())
 
 
+def test_the_capstones_reference_decoder_computes_transformers_llama(gguf_model, hf_model):
+    """The trusted side of every real-weights check of 08-capstone: the solution's Llama with SmolLM2's weights,
+    loaded by the solution's load_gguf_weights, gives transformers' logits and the same greedy tokens."""
+    from lmcourse.grading.runner import reference_module
+
+    ref = reference_module(ROOT, "08-capstone")
+    c = gguf_model.config
+    ours = ref.load_gguf_weights(ref.Llama(c.vocab_size, c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.d_ff,
+                                           c.rope_base, c.norm_eps), dict(smollm.torch_tensors(gguf_model))).eval()
+    prompt = smollm.hf_tokenizer(gguf_model).encode(
+        smollm.chat_prompt([{"role": "user", "content": "Name a red fruit."}], model=gguf_model)).ids
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        a, b = ours(ids), hf_model(ids).logits
+    assert (a - b).abs().max().item() < 1e-3 * b.abs().max().item()
+    found = ref.generate(ours, ids, 12)
+    expected = hf_model.generate(ids, max_new_tokens=12, do_sample=False)
+    n = min(found.shape[1], expected.shape[1])
+    assert n > ids.shape[1] + 3 and torch.equal(found[:, :n], expected[:, :n])
+
+
 def test_doctests():
     import doctest
 

@@ -200,3 +200,4 @@ def test_answers_built_on_the_course_references_earn_nothing(tmp_path):
     r = grade_notebook(root, "08-capstone", nb, tier="cpu", exclude=everything - {CHAT})
     (only,) = r["tests"]
     assert only["score"] == 0 and expected[CHAT] in only["output"], only
+

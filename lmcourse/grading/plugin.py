@@ -246,9 +246,10 @@ class GradingPlugin:
 
 # Exceptions that no value a student's code returned can cause in a check: a name the check misspells, a module
 # or data file the grader cannot load, the grading process itself out of memory or stack. Raised in a check or in
-# its fixtures, they are the grader's failure: the grade is void, never a 0 for the student. (What a student's code raises reaches the checks as StudentError; what a check raises
-# about a returned value of the wrong type or shape, TypeError, AttributeError, ValueError, IndexError, KeyError,
-# RuntimeError, is explained to the student as such.)
+# its fixtures, they are the grader's failure: the grade is void, never a 0 for the student. (What a student's
+# code raises reaches the checks as StudentError; what a check raises about a returned value of the wrong type or
+# shape, TypeError, AttributeError, ValueError, IndexError, KeyError, RuntimeError, is explained to the student as
+# such, and so, for now, is one of those raised by a check's own trusted computation.)
 GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError)
 
 
