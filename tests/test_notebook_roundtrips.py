@@ -164,10 +164,15 @@ def crlf(nb, rng):
 
 
 def trailing_whitespace(nb, rng):
+    """Blanks at the end of lines, where an editor leaves them: before a CRLF's CR. (After it, "\\r \\n" is two
+    line breaks to Python, and inside a multi-line string that is an extra line, not trailing whitespace.)"""
+    def ended(line: str, end: str) -> str:
+        return line[:-1] + end + "\r" if line.endswith("\r") else line + end
+
     for c in nb["cells"]:
         lines = src(c).split("\n")
         ends = ["", " ", "  ", "\t"]
-        c["source"] = "\n".join(line + rng.choice(ends) for line in lines) + rng.choice(["", "\n", "\n\n"])
+        c["source"] = "\n".join(ended(line, rng.choice(ends)) for line in lines) + rng.choice(["", "\n", "\n\n"])
 
 
 def tabs_in_markdown(nb, rng):

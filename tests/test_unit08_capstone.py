@@ -95,7 +95,8 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         (CHAT,)),
     "chat template without the default system message": ("chat_prompt", Edit(
         '    if not messages or messages[0]["role"] != "system":\n'
-        '        messages = [{"role": "system", "content": DEFAULT_SYSTEM}] + list(messages)\n', "",
+        '        default = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"\n'
+        '        messages = [{"role": "system", "content": default}] + list(messages)\n', "",
         why="no default system message"),
         (CHAT,)),
     "SmolLM2's digit rule forgotten (GPT-2's pre-tokenizer alone)": ("smollm_pretokenize", Edit(
@@ -135,7 +136,10 @@ def load_gguf_weights(model, tensors):
     for name, tensor in tensors.items():
         m = regex.fullmatch(r"blk\\.(\\d+)\\.(\\w+)\\.weight", name)
         if m:
-            state[f"blocks.{m.group(1)}.{BLOCK_TENSORS[m.group(2)]}"] = tensor
+            part = {"attn_q": "attn.q_proj", "attn_k": "attn.k_proj", "attn_v": "attn.v_proj", "attn_output":
+                    "attn.o_proj", "ffn_gate": "ffn.gate", "ffn_up": "ffn.up", "ffn_down": "ffn.down"}.get(
+                m.group(2), m.group(2))  # attn_norm and ffn_norm keep their names
+            state[f"blocks.{m.group(1)}.{part}.weight"] = tensor
         else:
             state[{"token_embd.weight": "tok_emb.weight", "output_norm.weight": "norm.weight"}[name]] = tensor
     if "tok_emb.weight" in state:
