@@ -323,6 +323,7 @@ def test_probe_errors_say_what_is_wrong_and_probe_misuse_voids_the_grade(tmp_pat
     ("check", "NameError", "    assert student.count_words('a b') == expected_countz\n"),
     ("fixture", "FileNotFoundError", "    assert missing_data\n"),
     ("check", "ImportError", "    from lmcourse import no_such_helper\n"),
+    ("check", "DataError", "    from lmcourse import data\n    data.fetch('a-corpus-the-grader-lacks')\n"),
 ])
 def test_a_check_that_breaks_on_its_own_is_a_grader_error_not_a_zero(tmp_path, fault):
     """A check that misspells a name, or whose fixture cannot find its data, voids the grade; a check that trips

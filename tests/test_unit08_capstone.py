@@ -7,7 +7,7 @@ two halves where the GGUF's weights want adjacent pairs, its position not advanc
 repeated in the wrong order, RMSNorm that subtracts the mean or adds epsilon outside the square root, SwiGLU's gate
 and up projections swapped, the output layer not tied, the matrices transposed when loaded, the chat template
 without the assistant's turn or the default system message, SmolLM2's digit rule forgotten (or kept to 0-9),
-generation that never stops. The correct alternates (RoPE with complex numbers, grouped attention without
+generation that ignores its cache or never stops. The correct alternates (RoPE with complex numbers, grouped attention without
 repeating the keys, a loader through load_state_dict, RMSNorm with rsqrt) must earn full marks.
 """
 
@@ -87,6 +87,10 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         "            param.copy_(tensor.T if tensor.ndim == 2 and tensor.shape[0] == tensor.shape[1] else tensor)\n",
         why="(in, out)"),
         (REAL_LOGITS,)),
+    "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
+        "        logits = model(step_input, cache) if use_cache else model(idx)\n",
+        "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
+        (GENERATE,)),
     "generate never stops at eos_id": ("generate", Edit(
         "        if eos_id is not None and next_id.item() == eos_id:\n            break\n", "", why="no stop"),
         (GENERATE,)),

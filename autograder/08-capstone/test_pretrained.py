@@ -10,14 +10,17 @@ layer: each moves the logits by whole units.
 
 Generation: greedy tokens, with and without the cache, must each be the argmax of the reference's logits at its
 step (teacher-forced over the student's own tokens, with a margin of 1e-3 for float rounding between two near-equal
-logits), and the two must agree; generation stops after eos_id.
+logits), and the two must agree; generation stops after eos_id. How the model is driven is checked directly from
+its calls (a forward pre-hook in the probe): with the cache, the prompt once and then one token per call, the cache
+passed each time; without it, the whole sequence at every step. A generate that ignores use_cache gives the right
+tokens and fails there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from conftest import EOS, MODULE_RULES, SMOLLM2, encoded_prompt, trusted_logits
+from conftest import EOS, MODULE_RULES, SMOLLM2, encoded_prompt, trusted_logits, trusted_smollm
 from lmcourse.grading.checks import check, expect_close
 
 PROMPTS = (
@@ -57,7 +60,8 @@ def _hidden_token_lists():
 def test_real_logits(student, reference):
     for tokens in _hidden_token_lists():
         ids = _ids(tokens)
-        _close(_student_logits(student, ids), trusted_logits(reference, ids),
+        expected = trusted_logits(reference, ids)  # the trusted side first: its failure is the grader's, never a 0
+        _close(_student_logits(student, ids), expected,
                what=f"Llama(**SMOLLM2) with SmolLM2's weights on a hidden prompt of {len(tokens)} tokens: the logits "
                     "(1, T, 49152)")
 
@@ -69,12 +73,14 @@ def test_real_cache(student, reference):
     ids = _ids(tokens)
     n = len(tokens)
     chunks = (n - 6, 1, 1, 4)
-    _close(_student_logits(student, ids, chunks=chunks), trusted_logits(reference, ids),
+    expected = trusted_logits(reference, ids)
+    _close(_student_logits(student, ids, chunks=chunks), expected,
            what=f"Llama(**SMOLLM2) with SmolLM2's weights, {n} tokens fed in chunks of {list(chunks)} through one "
                 "KVCache, against the reference's whole forward")
 
 
-def _generated(student, ids, n, **kwargs):
+def _generated(student, ids, n, calls=None, **kwargs):
+    """The tokens of the student's generate on SmolLM2; `calls`, a list, receives the model's calls meanwhile."""
     found = student.probe("pretrained", cls="Llama", init_kwargs=SMOLLM2, ids=ids, generate_fn="generate",
                           generate_kwargs=dict(max_new_tokens=n, **kwargs), **MODULE_RULES)
     tokens = found.get("tokens") if isinstance(found, dict) else None
@@ -83,6 +89,8 @@ def _generated(student, ids, n, **kwargs):
                              f"token ids; found {getattr(tokens, 'shape', type(tokens).__name__)}")
     if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
         raise AssertionError(f"generate(model, prompt (1, {ids.shape[1]}), {n}): the output must begin with the prompt")
+    if calls is not None:
+        calls.extend(found.get("calls") or [])
     return tokens
 
 
@@ -101,11 +109,23 @@ def _expect_greedy(reference, tokens, start, what):
 @check(points=2, cell="test_generate", name="generate with SmolLM2: greedy tokens are the argmax at every step, the "
                                             "same with the cache and without, and generation stops after eos_id")
 def test_generate(student, reference):
+    trusted_smollm(reference)  # the trusted side first: its failure is the grader's, never a 0
     ids = _ids(encoded_prompt(PROMPTS[0]))
-    n = 10
-    cached = _generated(student, ids, n, temperature=0.0, use_cache=True)
-    full = _generated(student, ids, n, temperature=0.0, use_cache=False)
-    what = f"generate(SmolLM2, a chat prompt of {ids.shape[1]} tokens, {n}, temperature=0.0"
+    n, T = 10, ids.shape[1]
+    calls_cached, calls_full = [], []
+    cached = _generated(student, ids, n, calls_cached, temperature=0.0, use_cache=True)
+    full = _generated(student, ids, n, calls_full, temperature=0.0, use_cache=False)
+    what = f"generate(SmolLM2, a chat prompt of {T} tokens, {n}, temperature=0.0"
+    # How the model was driven, seen from its calls: with the cache, the prompt once, then one token per call, the
+    # cache passed every time; without it, the whole sequence at every step, no cache.
+    expected_calls = {True: [[T, True]] + [[1, True]] * (n - 1), False: [[T + k, False] for k in range(n)]}
+    for use_cache, calls in ((True, calls_cached), (False, calls_full)):
+        if [list(c) for c in calls] != expected_calls[use_cache]:
+            shown = ", ".join(f"{c[0]} position(s){' with a cache' if c[1] else ''}" for c in calls[:4])
+            raise AssertionError(f"{what}, use_cache={use_cache}): the model was called {len(calls)} times ({shown}"
+                                 f"{', ...' if len(calls) > 4 else ''}); expected "
+                                 + ("the prompt once through a KVCache, then one new token per call with the same cache"
+                                    if use_cache else "the whole sequence at every step, without a cache"))
     for tokens, cache in ((cached, True), (full, False)):
         if tokens.shape[1] != ids.shape[1] + n:
             raise AssertionError(f"{what}, use_cache={cache}): expected {n} new tokens (no eos_id given); found "

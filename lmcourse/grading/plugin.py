@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lmcourse.data import DataError
 from lmcourse.grading.checks import info_of
 from lmcourse.grading.rules import RULES, applying, describe
 
@@ -249,8 +250,9 @@ class GradingPlugin:
 # its fixtures, they are the grader's failure: the grade is void, never a 0 for the student. (What a student's
 # code raises reaches the checks as StudentError; what a check raises about a returned value of the wrong type or
 # shape, TypeError, AttributeError, ValueError, IndexError, KeyError, RuntimeError, is explained to the student as
-# such, and so, for now, is one of those raised by a check's own trusted computation.)
-GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError)
+# such, and so, for now, is one of those raised by a check's own trusted computation.) DataError: a corpus or the
+# weights a check needs could not be had or failed its checksum.
+GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError, DataError)
 
 
 def _clip(text: str) -> str:

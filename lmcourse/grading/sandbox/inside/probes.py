@@ -775,7 +775,8 @@ def pretrained(module, *, cls: str, init_kwargs=None, load_fn: str = "load_gguf_
     capstone's given setup imports ``lmcourse.smollm``, whose ``torch_tensors()`` reads SmolLM2's verified GGUF
     (the worker's own code imports nothing of lmcourse: tests/test_layers.py).
 
-    Then one of: ``generate_fn`` given: ``module.<generate_fn>(model, ids, **generate_kwargs)`` (its tokens);
+    Then one of: ``generate_fn`` given: ``module.<generate_fn>(model, ids, **generate_kwargs)`` (its tokens, and
+    ``calls``: for every call of the model meanwhile, [positions fed, whether a cache was passed]);
     ``chunks`` given: ``ids`` fed in consecutive chunks through one ``module.<cache_cls>(len(model.blocks))``
     (the logits concatenated); otherwise ``model(ids)``. Returns ``{"logits"}`` or ``{"tokens"}`` as arrays:
     untrusted, like everything a probe returns.
@@ -801,11 +802,22 @@ def pretrained(module, *, cls: str, init_kwargs=None, load_fn: str = "load_gguf_
     x = to_tensor(ids)
     with torch.no_grad(), _full_float32():
         if generate_fn:
-            out = _get(module, generate_fn, "function")(model, x, **dict(generate_kwargs or {}))
+            calls = []  # (positions fed, whether a cache came with them) of every call of the model
+
+            def seen(_module, args, kwargs):
+                ids = args[0] if args else kwargs.get("idx")
+                cache = args[1] if len(args) > 1 else kwargs.get("cache")
+                calls.append([int(ids.shape[-1]) if isinstance(ids, torch.Tensor) else -1, cache is not None])
+
+            hook = model.register_forward_pre_hook(seen, with_kwargs=True)
+            try:
+                out = _get(module, generate_fn, "function")(model, x, **dict(generate_kwargs or {}))
+            finally:
+                hook.remove()
             if not isinstance(out, torch.Tensor):
                 raise WrongResult(f"{generate_fn} must return a tensor of token ids, it returned a "
                                   f"{type(out).__name__}")
-            return {"tokens": to_array(out)}
+            return {"tokens": to_array(out), "calls": calls}
         if chunks:
             cache = _get(module, cache_cls, "class")(len(model.blocks))
             parts, at = [], 0
