@@ -47,35 +47,57 @@ def _tool(name: str) -> str:
     return found
 
 
-def _mathjax_version(root: Path) -> str | None:
-    """The MathJax version installed under node_modules/, or None when absent."""
-    meta = root / "node_modules" / "mathjax" / "package.json"
-    if not (root / MATHJAX_DIR / MATHJAX_ENTRY).exists() or not meta.exists():
+def _installed_version(root: Path, package: str) -> str | None:
+    """The version of an npm package installed under node_modules/, or None when absent."""
+    meta = root / "node_modules" / package / "package.json"
+    entry = {"mathjax": MATHJAX_DIR / MATHJAX_ENTRY, "reveal.js": Path("node_modules/reveal.js/dist/reveal.js")}
+    if not meta.exists() or (package in entry and not (root / entry[package]).exists()):
         return None
     return json.loads(meta.read_text())["version"]
 
 
-def _locked_mathjax_version(root: Path) -> str:
+def _locked_versions(root: Path) -> dict[str, str]:
+    """package -> version, for every package package-lock.json pins at the top of node_modules/."""
     lock = json.loads((root / "package-lock.json").read_text())
-    return lock["packages"]["node_modules/mathjax"]["version"]
+    return {name.removeprefix("node_modules/"): meta["version"] for name, meta in lock["packages"].items()
+            if name.startswith("node_modules/") and name.count("node_modules/") == 1}
 
 
 def ensure_mathjax(root: Path) -> Path:
-    """Install MathJax from the npm registry (`npm ci`) unless the locked version is already there."""
-    locked = _locked_mathjax_version(root)
-    if _mathjax_version(root) != locked:
+    """Install the browser assets (MathJax for the maths, reveal.js for the slides) from the npm registry
+    (`npm ci`) unless the locked versions are already there."""
+    locked = _locked_versions(root)
+    stale = {p: v for p, v in locked.items() if _installed_version(root, p) != v}
+    if stale:
+        wanted = ", ".join(f"{p} {v}" for p, v in stale.items())
         npm = shutil.which("npm")
         if npm is None:
             raise BookError(
-                f"the book needs MathJax {locked} from npm to render maths offline, but `npm` is not installed; "
-                "install Node.js and npm (Debian: `apt-get install npm`, or run `make book`, which does it as root), "
-                "then run `npm ci` in the repository root"
+                f"the book needs {wanted} from npm (maths and slides that work offline), but `npm` is not "
+                "installed; install Node.js and npm (Debian: `apt-get install npm`, or run `make book`, which "
+                "does it as root), then run `npm ci` in the repository root"
             )
         cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
         print("+", " ".join(cmd), flush=True)
-        if subprocess.call(cmd, cwd=root) != 0 or _mathjax_version(root) != locked:
-            raise BookError(f"`npm ci` in {root} did not install mathjax {locked}; see npm's message above")
+        if subprocess.call(cmd, cwd=root) != 0 or any(_installed_version(root, p) != v for p, v in stale.items()):
+            raise BookError(f"`npm ci` in {root} did not install {wanted}; see npm's message above")
     return root / MATHJAX_DIR
+
+
+def _kernel_profile(root: Path) -> Path:
+    """An IPython folder whose kernels draw every figure as PNG *and* SVG.
+
+    The page shows the PNG (book/_config.yml ranks it first); the SVG is kept
+    in the executed notebook so that `lmcourse.slides` can export each figure
+    in both formats under a stable name, for slides and print.
+    """
+    ipython = root / "book" / "_build" / ".ipython"
+    config = ipython / "profile_default" / "ipython_kernel_config.py"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    text = 'c.InlineBackend.figure_formats = {"png", "svg"}\n'
+    if not config.exists() or config.read_text() != text:
+        config.write_text(text)
+    return ipython
 
 
 def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
@@ -105,10 +127,14 @@ def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
     # environment's tools first on PATH (nbgrader and friends shell out by name).
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["IPYTHONDIR"] = str(_kernel_profile(root))
     print("+", " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, cwd=root, env=env)
     if rc == 0:
+        rc = _lecture_materials(root)
+    if rc == 0:
         print(f"book: {root / 'book' / '_build' / 'html' / 'index.html'}")
+        print(f"instructor notes (not part of the site): {root / 'book' / '_build' / 'instructors' / 'index.html'}")
     else:
         print(
             "lmcourse book: the build failed; the warnings or the failing cell are listed above "
@@ -116,6 +142,23 @@ def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
             file=sys.stderr,
         )
     return rc
+
+
+def _lecture_materials(root: Path) -> int:
+    """After the chapters ran: figures as SVG/PNG, the slide decks (HTML, PDF), the instructor notes."""
+    from lmcourse import instructors, slides
+
+    try:
+        summary = slides.build(root)
+    except slides.SlidesError as err:
+        print(f"lmcourse book: {err}", file=sys.stderr)
+        return 1
+    decks = summary["decks"]
+    counts = ", ".join(f"{unit} {deck['slides']}" for unit, deck in decks.items())
+    print(f"slides: {len(decks)} decks ({counts} slides), {summary['figures']} figures as SVG and PNG, "
+          f"{summary['seconds']} s")
+    instructors.build(root, sorted(decks))
+    return 0
 
 
 # --- the Sphinx extension ----------------------------------------------------
@@ -173,9 +216,27 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = unique
 
 
+def _teaching_links(app, pagename, templatename, context, doctree) -> None:
+    """Above every chapter that has a deck: links to its slides (HTML, PDF) and its figures (SVG, PNG).
+
+    The decks are rendered after Sphinx (they need the executed chapters), so
+    the links point at files `lmcourse book` writes next to the pages.
+    """
+    if not pagename.startswith("units/") or "body" not in context:
+        return
+    unit = pagename.split("/", 1)[1]
+    if not (Path(app.srcdir) / "slides" / f"{unit}.md").exists():
+        return
+    context["body"] = (
+        '<p class="lmcourse-teaching">Lecture slides for this chapter: '
+        f'<a href="../slides/{unit}.html">Slides</a> (<a href="../slides/{unit}.pdf">PDF</a>) · '
+        f'<a href="../figures/index.html#{unit}">its figures as SVG and PNG</a></p>\n' + context["body"])
+
+
 def setup(app):
     """Sphinx entry point (book/_config.yml: sphinx.extra_extensions)."""
     app.connect("builder-inited", lambda app: _check_mathjax(app, app.config))
     app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.connect("html-page-context", _teaching_links)
     app.connect("build-finished", _copy_mathjax)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -67,6 +67,12 @@ def cmd_book(args: argparse.Namespace) -> int:
     return book.build(_repo_root(), assignments=not args.no_assign, check=args.check)
 
 
+def cmd_slides(args: argparse.Namespace) -> int:
+    from lmcourse import slides
+
+    return slides.main(_repo_root(), args.units, check_only=args.check)
+
+
 def cmd_assign(args: argparse.Namespace) -> int:
     from lmcourse import release
 
@@ -111,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-assign", action="store_true", help="do not regenerate assignments/ first")
     p.add_argument("--check", action="store_true", help="also Sphinx's nit-picky mode (-n): every reference to a missing target fails; what the tests use")
     p.set_defaults(func=cmd_book)
+
+    p = sub.add_parser("slides", help="(instructors) build the lecture decks from book/slides/ (after `lmcourse book`), "
+                                      "or --check them against their chapters")
+    p.add_argument("units", nargs="*", help="decks such as 01-ngrams (default: all)")
+    p.add_argument("--check", action="store_true", help="only validate the decks' sources: slide count, speaker notes, "
+                                                         "references to the chapter, starred syllabus items")
+    p.set_defaults(func=cmd_slides)
 
     p = sub.add_parser("assign", help="generate student notebooks in assignments/ from solutions/")
     p.add_argument("ids", nargs="*", help="assignment ids such as 01-ngrams (default: all)")

@@ -8,6 +8,7 @@ after `make book` (or the other way round) re-executes no chapter.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -62,3 +63,24 @@ def built_book() -> BuiltBook:
     log = proc.stdout + proc.stderr
     (BUILD / "test-build.log").write_text(log)
     return BuiltBook(proc.returncode, log, seconds)
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """A folder over HTTP on a free loopback port, as a reader's browser gets the site; yields the base URL."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # keep pytest's output for failures
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -196,6 +196,67 @@ def test_no_solution_or_hidden_check_in_the_site():
     )
 
 
+def prose_key(line: str) -> str:
+    """A line of prose compared without its Markdown (emphasis, code ticks, list and heading marks) or spaces."""
+    return normalise(re.sub(r"^\s*(?:[-+]|\d+\.)\s+", "", re.sub(r"[*`#|>]", "", line)))
+
+
+def instructor_lines(notes: Path, public_sources: list[Path]) -> dict[str, Origin]:
+    """Lines of the instructor notes that appear nowhere in the public sources (chapters, decks, questions).
+
+    The notes say what the hidden checks test and which bugs they catch; a
+    line a note quotes from a chapter is public anyway and is left out.
+    """
+    public = {prose_key(line) for src in public_sources for line in src.read_text(encoding="utf-8").splitlines()}
+    out = {}
+    for md in sorted(notes.glob("*.md")):
+        for line in md.read_text(encoding="utf-8").splitlines():
+            key = prose_key(line)
+            if len(key) >= 40 and key not in public:
+                out[key] = Origin(str(md), line.strip())
+    return out
+
+
+def test_instructor_notes_stay_out_of_the_site():
+    """The notes are built next to the site, never into it, and no line of them is on a public page."""
+    book = built_book()
+    if not (HTML / "intro.html").exists():
+        pytest.fail(f"the book was not built; see book/_build/test-build.log:\n{book.log_tail(30)}")
+    built = ROOT / "book" / "_build" / "instructors"
+    assert (built / "index.html").exists(), "`lmcourse book` did not write the instructor notes"
+    assert HTML.resolve() not in built.resolve().parents
+    notes = ROOT / "instructors"
+    public = sorted((ROOT / "book").glob("units/*.md")) + sorted((ROOT / "book").glob("slides/*.md")) \
+        + sorted((ROOT / "book").glob("quizzes/*.yaml"))
+    secrets = instructor_lines(notes, public)
+    assert len(secrets) >= 50 * len(list(notes.glob("*.md"))) // 10, "too few note lines collected: the check is vacuous"
+    # the site's text, with each note line compared whole (the notes' own markup stripped)
+    found = []
+    for path in sorted(p for p in HTML.rglob("*") if p.is_file()):
+        for number, line in enumerate(site_text_lines(path), 1):
+            key = prose_key(line)
+            if key in secrets:
+                found.append(f"{path.relative_to(HTML)}:{number}: {line.strip()[:100]!r}")
+    assert not found, "instructor notes on the public site:\n" + "\n".join(found[:20])
+
+
+def test_a_planted_instructor_note_is_caught(tmp_path):
+    notes = tmp_path / "instructors"
+    notes.mkdir()
+    line = "**What the student sees.** The hidden check reports that the counts differ at the sentence end."
+    (notes / "01-ngrams.md").write_text(f"# Notes\n\n{line}\n")
+    secrets = instructor_lines(notes, [])
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "page.html").write_text(f"<html><body><p>{html.escape(line[30:])}</p></body></html>")
+    assert prose_key(line) in secrets
+    assert not any(prose_key(t) in secrets for t in site_text_lines(site / "page.html"))
+    # as markdown-it renders the note: emphasis becomes <strong>
+    (site / "page.html").write_text("<html><body><p><strong>What the student sees.</strong> The hidden check "
+                                    "reports that the counts differ at the sentence end.</p></body></html>")
+    assert any(prose_key(t) in secrets for t in site_text_lines(site / "page.html"))
+
+
 # --- the check can fail ------------------------------------------------------
 
 SOLUTION_NB = {

@@ -1,0 +1,166 @@
+"""Instructor notes: one page per unit, built *outside* the public site.
+
+``instructors/<unit>.md`` holds what an instructor needs to teach a unit next
+week: learning objectives, a 75-minute lecture plan that follows the unit's
+slide deck, in-class questions with answers, the mistakes students make in
+the assignment, and what the assignment costs (a student's time, the
+grader's CPU and GPU time). The common mistakes come from the unit's
+known-wrong variants (``VARIANTS`` in ``tests/test_unitNN_*.py``), so each
+one names a bug the hidden checks are proven to catch; because they say what
+the hidden checks test, the pages are rendered to ``book/_build/instructors/``,
+next to the public site and never inside it (the leak test checks both).
+
+``lmcourse slides --check`` validates the notes with the decks; ``lmcourse
+book`` renders them.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import re
+from pathlib import Path
+
+NOTES_SRC = Path("instructors")
+OUT = Path("book") / "_build" / "instructors"
+SECTIONS = ("Learning objectives", "Lecture plan (75 minutes)", "In-class questions", "Common mistakes",
+            "Time and cost")
+LECTURE_MINUTES = 75
+
+
+def variant_names(root: Path, unit: str) -> set[str]:
+    """The known-wrong variants of a unit's assignment: the keys of VARIANTS in its test file (read, not run)."""
+    number = unit.split("-")[0]
+    found: set[str] = set()
+    for path in sorted((root / "tests").glob(f"test_unit{number}_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            target = value = None
+            if isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(value, ast.Dict):
+                found |= {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    and target.value.id == "VARIANTS" and isinstance(target.slice, ast.Constant)):
+                found.add(target.slice.value)
+    return found
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = re.split(r"(?m)^## (.+)$", text)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def check_notes(root: Path, unit: str, deck_slides: int | None = None) -> list[str]:
+    """Everything wrong with a unit's instructor notes; [] when they are complete."""
+    path = root / NOTES_SRC / f"{unit}.md"
+    if not path.exists():
+        return [f"{unit}: no instructor notes ({path.relative_to(root)})"]
+    text = path.read_text(encoding="utf-8")
+    sections = _sections(text)
+    problems = [f"{unit} notes: no section '## {s}'" for s in SECTIONS if s not in sections]
+    plan = sections.get("Lecture plan (75 minutes)", "")
+    rows = [r for r in re.findall(r"(?m)^\|\s*(\d+)\s*\|\s*([\d–-]+)\s*\|", plan)]
+    if plan and not rows:
+        problems.append(f"{unit} notes: the lecture plan needs a table | minutes | slides | what happens |")
+    if rows:
+        minutes = sum(int(m) for m, _ in rows)
+        if minutes != LECTURE_MINUTES:
+            problems.append(f"{unit} notes: the lecture plan adds up to {minutes} minutes, not {LECTURE_MINUTES}")
+        if deck_slides:
+            covered: set[int] = set()
+            for _, span in rows:
+                a, _, b = span.replace("–", "-").partition("-")
+                covered |= set(range(int(a), int(b or a) + 1))
+            missing = sorted(set(range(1, deck_slides + 1)) - covered)
+            if missing:
+                problems.append(f"{unit} notes: the lecture plan skips slides {missing} of the deck")
+    questions = re.findall(r"(?m)^### ", sections.get("In-class questions", ""))
+    if "In-class questions" in sections and not 3 <= len(questions) <= 5:
+        problems.append(f"{unit} notes: {len(questions)} in-class questions (### headings); expected 3-5")
+    if "In-class questions" in sections and \
+            sections["In-class questions"].count("**Answer") < len(questions):
+        problems.append(f"{unit} notes: every in-class question needs an **Answer.**")
+    mistakes = re.findall(r"(?m)^### (.+)$", sections.get("Common mistakes", ""))
+    known = variant_names(root, unit)
+    if "Common mistakes" in sections and not 3 <= len(mistakes) <= 8:
+        problems.append(f"{unit} notes: {len(mistakes)} common mistakes; expected 3-8")
+    for m in mistakes:
+        name = m.strip().strip("`")
+        if name not in known:
+            problems.append(f"{unit} notes: the mistake {name!r} is not a known-wrong variant of the unit "
+                            "(a key of VARIANTS in its tests/test_unit*.py, copied exactly)")
+    for block in re.split(r"(?m)^### ", sections.get("Common mistakes", ""))[1:]:
+        for label in ("**The bug.**", "**What the student sees.**", "**How to help.**"):
+            if label not in block:
+                problems.append(f"{unit} notes: the mistake {block.splitlines()[0]!r} has no {label}")
+    return problems
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2rem .5rem;vertical-align:top}}
+code{{background:#f4f4f4;padding:0 .2rem}} .materials{{background:#f6f8fa;padding:.6rem 1rem;border-radius:6px}}</style>
+</head><body>
+<p class="materials">Instructors only: not part of the public site. {links}</p>
+{body}
+</body></html>
+"""
+
+
+def has_gpu_tier(root: Path, unit: str) -> bool:
+    """Whether the unit's hidden checks have a GPU tier (a training check with a larger run under CUDA)."""
+    return any("GPU_THRESHOLD" in p.read_text(encoding="utf-8") for p in (root / "autograder" / unit).glob("*.py"))
+
+
+def cost_table(root: Path, unit: str) -> str:
+    """The measured grading cost of one submission (instructors/grading-cost.json), as Markdown."""
+    import json
+
+    path = root / NOTES_SRC / "grading-cost.json"
+    measured = json.loads(path.read_text(encoding="utf-8")).get(unit, {}) if path.exists() else {}
+    rows = []
+    for tier in ("cpu", "gpu"):
+        m = measured.get(tier)
+        if m:
+            rows.append(f"| {tier.upper()} | {m['seconds']} s | {m['peak_mb']} MB | {m['machine']} | {m['date']} |")
+        elif tier == "gpu" and not has_gpu_tier(root, unit):
+            rows.append("| GPU | as on the CPU: this assignment has no training check, so no GPU tier | | | |")
+        else:
+            rows.append(f"| {tier.upper()} | not measured yet (no run on such a machine so far) | | | |")
+    return ("\n\n**Grading cost per submission**, measured by `tools/measure_grading_cost.py` (the solution, "
+            "submitted as a student would, graded by `lmcourse grade` one submission at a time; peak memory "
+            "of the largest process):\n\n| tier | wall time | peak memory | machine | date |\n| --- | --- | --- | --- | --- |\n"
+            + "\n".join(rows) + "\n\nA cohort graded with `--jobs N` takes about (students / N) times as long "
+            "on a machine with N free cores.\n")
+
+
+def build(root: Path, units: list[str]) -> Path:
+    """Render every unit's notes (and an index) to book/_build/instructors/."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    out = root / OUT
+    out.mkdir(parents=True, exist_ok=True)
+    items = []
+    for unit in units:
+        src = root / NOTES_SRC / f"{unit}.md"
+        if not src.exists():
+            continue
+        text = src.read_text(encoding="utf-8") + cost_table(root, unit)
+        title = (re.search(r"(?m)^# (.+)$", text) or [None, unit])[1]
+        links = (f'<a href="index.html">All units</a> · <a href="../html/slides/{unit}.html">slides</a> · '
+                 f'<a href="../html/slides/{unit}.pdf">PDF</a> · <a href="../html/figures/index.html#{unit}">figures</a>'
+                 f' · <a href="../html/units/{unit}.html">chapter</a>')
+        (out / f"{unit}.html").write_text(_PAGE.format(title=html.escape(title), links=links, body=md.render(text)),
+                                          encoding="utf-8")
+        items.append(f'<li><a href="{unit}.html">{html.escape(title)}</a></li>')
+    readme = root / NOTES_SRC / "README.md"
+    intro = md.render(readme.read_text(encoding="utf-8")) if readme.exists() else "<h1>Instructor notes</h1>"
+    (out / "index.html").write_text(_PAGE.format(
+        title="Instructor notes", links='<a href="../html/course/instructors.html">the public instructors page</a>',
+        body=intro + "<ul>" + "".join(items) + "</ul>"), encoding="utf-8")
+    return out

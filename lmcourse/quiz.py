@@ -1,0 +1,138 @@
+"""Self-check questions at the end of a chapter's major sections, answered in the browser.
+
+The questions of a unit live in ``book/quizzes/<unit>.yaml``, grouped by the
+section they close; a hidden-input cell at the end of that section shows them:
+
+    from lmcourse.quiz import self_check
+    self_check("01-ngrams", "markov")
+
+They are drawn by `jupyterquiz <https://github.com/jmshea/jupyterquiz>`_,
+which embeds its JavaScript and the questions in the cell's output: the page
+needs no server and no remote asset. Every option carries an explanation,
+the wrong ones most of all: a reader who picks one learns *why* it is wrong.
+
+The schema is jupyterquiz's, checked here before anything is shown:
+
+- ``type: multiple_choice``: ``answers`` is a list of ``{answer, correct, feedback}``,
+  exactly one of them correct;
+- ``type: numeric``: ``answers`` holds ``{type: value, value, correct: true, feedback}``
+  (one or more), optional ``{type: range, range: [lo, hi], correct: false, feedback}``
+  entries for the usual wrong answers, and one ``{type: default, feedback}``;
+  ``precision`` (significant digits) rounds what the reader types before it is compared.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+MIN_QUESTIONS, MAX_QUESTIONS = 5, 10
+TYPES = ("multiple_choice", "numeric")
+
+
+class QuizError(ValueError):
+    """A question file that does not follow the schema (the message names the question and the fix)."""
+
+
+def quiz_dir(start: Path | None = None) -> Path:
+    """book/quizzes/, found from a chapter's working directory (book/units/) or the course root."""
+    start = (start or Path.cwd()).resolve()
+    for base in (start, *start.parents):
+        for candidate in (base / "quizzes", base / "book" / "quizzes"):
+            if candidate.is_dir():
+                return candidate
+    raise QuizError(f"no book/quizzes/ folder above {start}")
+
+
+def load(unit: str, folder: Path | None = None) -> dict[str, list[dict]]:
+    """A unit's questions, by section key, validated."""
+    import yaml
+
+    path = (folder or quiz_dir()) / f"{unit}.yaml"
+    if not path.exists():
+        raise QuizError(f"no self-check questions for {unit}: {path} is missing")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    problems = validate(data, unit)
+    if problems:
+        raise QuizError(f"{path.name}:\n  " + "\n  ".join(problems))
+    return data
+
+
+def validate(data: dict, unit: str = "") -> list[str]:
+    """Everything wrong with a unit's question file; [] when it is fine."""
+    problems: list[str] = []
+    if not isinstance(data, dict) or not data:
+        return [f"{unit}: expected sections (a mapping of section key -> list of questions)"]
+    total = 0
+    for section, questions in data.items():
+        if not isinstance(questions, list) or not questions:
+            problems.append(f"{section}: expected a non-empty list of questions")
+            continue
+        for i, q in enumerate(questions, start=1):
+            total += 1
+            problems += [f"{section} question {i}: {p}" for p in _question_problems(q)]
+    if not MIN_QUESTIONS <= total <= MAX_QUESTIONS:
+        problems.append(f"{unit}: {total} questions; a chapter has {MIN_QUESTIONS}-{MAX_QUESTIONS}")
+    return problems
+
+
+def _question_problems(q) -> list[str]:
+    if not isinstance(q, dict):
+        return ["expected a mapping with question, type and answers"]
+    out = []
+    if not str(q.get("question", "")).strip():
+        out.append("no question text")
+    kind = q.get("type")
+    if kind not in TYPES:
+        return out + [f"type {kind!r}; expected one of {', '.join(TYPES)}"]
+    answers = q.get("answers")
+    if not isinstance(answers, list) or len(answers) < 2:
+        return out + ["expected at least two answers (the right one and the wrong ones, each with feedback)"]
+    for j, a in enumerate(answers, start=1):
+        if not isinstance(a, dict) or not str(a.get("feedback", "")).strip():
+            out.append(f"answer {j} has no feedback (say why it is right, or why it is wrong)")
+    if kind == "multiple_choice":
+        correct = [a for a in answers if isinstance(a, dict) and a.get("correct") is True]
+        if len(correct) != 1:
+            out.append(f"{len(correct)} answers marked correct; a multiple-choice question has exactly one")
+        if any(not str(a.get("answer", "")).strip() for a in answers if isinstance(a, dict)):
+            out.append("an answer without text")
+    else:
+        values = [a for a in answers if isinstance(a, dict) and a.get("type") == "value" and a.get("correct") is True]
+        if not values or any(not isinstance(a.get("value"), (int, float)) for a in values):
+            out.append("a numeric question needs a {type: value, value: <number>, correct: true} answer")
+        if sum(isinstance(a, dict) and a.get("type") == "default" for a in answers) != 1:
+            out.append("a numeric question needs exactly one {type: default, feedback: ...} answer")
+        for a in answers:
+            if isinstance(a, dict) and a.get("type") == "range":
+                r = a.get("range")
+                if not (isinstance(r, list) and len(r) == 2 and r[0] < r[1]):
+                    out.append(f"range {r!r}: expected [low, high] with low < high")
+    return out
+
+
+def questions(unit: str, section: str, folder: Path | None = None) -> list[dict]:
+    data = load(unit, folder)
+    if section not in data:
+        raise QuizError(f"{unit} has no self-check section {section!r}; its sections are: {', '.join(data)}")
+    return data[section]
+
+
+def _escaped(value):
+    """Text for jupyterquiz, which writes it with innerHTML: `<BOS>` must stay text, not become a tag."""
+    if isinstance(value, str):
+        return html.escape(value, quote=False)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: (_escaped(v) if k in ("question", "answer", "feedback") or isinstance(v, (list, dict)) else v)
+                for k, v in value.items()}
+    return value
+
+
+def self_check(unit: str, section: str) -> None:
+    """Show the questions that close `section` of `unit` (in a notebook or on the book's page)."""
+    from jupyterquiz import display_quiz
+
+    display_quiz(_escaped(questions(unit, section)), shuffle_answers=True, max_width=720,
+                 question_alignment="left")

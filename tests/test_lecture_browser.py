@@ -1,0 +1,284 @@
+"""The lecture materials, opened in a real browser: every slide of every deck, every chapter's self-check.
+
+Headless Chromium (as in test_browser.py) loads the built site from a loopback
+HTTP server; any request leaving 127.0.0.1 is refused and reported.
+
+- **Decks.** Each deck is stepped through slide by slide at 1280x720: no
+  console error, every image loaded, every maths element typeset by MathJax
+  (no TeX error), and nothing cut off: every element of the slide lies inside
+  the slide's box, and no code or output block hides a wider line. A
+  screenshot of every slide goes to book/_build/screenshots/slides/. The PDF
+  beside each deck has one page per slide.
+- **Self-checks.** On every chapter, one multiple-choice question is answered
+  wrongly, then rightly, and a numeric one wrongly: each time the feedback
+  shown is the one written for that answer, marked right or wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+
+import pytest
+
+from booksite import BUILD, HTML, ROOT, built_book, serve
+from lmcourse import quiz, slides
+
+pytestmark = pytest.mark.slow
+
+SHOTS = BUILD / "screenshots" / "slides"
+DECKS = sorted(p.stem for p in (ROOT / slides.SLIDES_SRC).glob("*.md"))
+QUIZZES = sorted(p.stem for p in (ROOT / "book" / "quizzes").glob("*.yaml"))
+
+# Everything about the slide on screen that a reader would notice.
+_INSPECT_SLIDE = r"""() => {
+  const slide = Reveal.getCurrentSlide();
+  const box = document.querySelector('.reveal .slides').getBoundingClientRect();
+  const outside = [];
+  for (const el of slide.querySelectorAll('*')) {
+    if (el.closest('aside.notes, mjx-assistive-mml')) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
+      outside.push(`${el.tagName.toLowerCase()}.${el.className || ''}: ` +
+                   `[${Math.round(r.left)}, ${Math.round(r.top)}, ${Math.round(r.right)}, ${Math.round(r.bottom)}]`);
+  }
+  const clipped = Array.from(slide.querySelectorAll('pre, .output-table'))
+      .filter(el => el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1)
+      .map(el => (el.textContent || '').trim().slice(0, 60));
+  const maths = Array.from(slide.querySelectorAll('.math'));
+  return {
+    index: Reveal.getIndices().h,
+    box: [box.width, box.height],
+    outside: outside.slice(0, 5),
+    clipped: clipped,
+    images: slide.querySelectorAll('img').length,
+    broken: Array.from(slide.querySelectorAll('img')).filter(i => !i.complete || i.naturalWidth === 0)
+                 .map(i => i.getAttribute('src')),
+    maths: maths.length,
+    typeset: maths.filter(m => m.querySelector('mjx-container')).length,
+    texErrors: Array.from(slide.querySelectorAll('mjx-merror')).map(e => e.getAttribute('data-mjx-error') || e.textContent),
+    notes: (slide.querySelector('aside.notes') || {textContent: ''}).textContent.trim().length,
+  };
+}"""
+
+
+def _browser(pw, tmp_path_factory, viewport):
+    chromium = slides.chromium()
+    if chromium is None:
+        pytest.skip("Chromium is not installed (Debian packages `chromium`, `chromium-driver`; `make test` installs "
+                    "them as root)")
+    context = pw.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True,
+        args=slides.CHROMIUM_ARGS, viewport=viewport)
+    outside: list[str] = []
+
+    def only_loopback(route):
+        if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_loopback)
+    return context, outside
+
+
+def _watch(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    return errors
+
+
+@pytest.fixture(scope="module")
+def site():
+    book = built_book()
+    if not (HTML / "slides" / "summary.json").exists():
+        pytest.fail(f"the book (with its decks) was not built; see book/_build/test-build.log:\n{book.log_tail(30)}")
+    with serve(HTML) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def deck_visits(site, tmp_path_factory):
+    """Every slide of every deck, as the browser showed it."""
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    seen: dict[str, dict] = {}
+    with sync_playwright() as pw:
+        context, outside = _browser(pw, tmp_path_factory, {"width": slides.WIDTH, "height": slides.HEIGHT})
+        page = context.new_page()
+        for unit in DECKS:
+            errors = _watch(page)
+            page.goto(f"{site}/slides/{unit}.html", wait_until="load")
+            state = page.evaluate(slides.WAIT_FOR_DECK)
+            total = page.evaluate("Reveal.getTotalSlides()")
+            shown = []
+            for i in range(total):
+                page.evaluate(f"Reveal.slide({i})")
+                page.wait_for_timeout(60)
+                info = page.evaluate(_INSPECT_SLIDE)
+                shot = SHOTS / f"{unit}-{i + 1:02d}.png"
+                page.screenshot(path=str(shot))
+                info["screenshot"] = str(shot.relative_to(ROOT))
+                shown.append(info)
+            seen[unit] = {"state": state, "total": total, "slides": shown, "errors": list(errors)}
+            page.close()
+            page = context.new_page()
+        context.close()
+    (SHOTS / "summary.json").write_text(json.dumps(
+        {u: {"slides": v["total"], "screenshots": [s["screenshot"] for s in v["slides"]]} for u, v in seen.items()},
+        indent=1))
+    return seen, outside
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_every_slide_shows_fully(deck_visits, unit):
+    visit = deck_visits[0][unit]
+    assert visit["state"] == "ready", f"{unit}: {visit['state']}"
+    source = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
+    assert visit["total"] == len(source.slides), f"{unit}: the page has {visit['total']} slides, its source {len(source.slides)}"
+    assert not visit["errors"], f"{unit}: the browser reported errors: {visit['errors'][:5]}"
+    problems = []
+    for s in visit["slides"]:
+        where = f"{unit} slide {s['index'] + 1} ({s['screenshot']})"
+        if s["outside"]:
+            problems.append(f"{where}: content beyond the slide's edge: {s['outside']}")
+        if s["clipped"]:
+            problems.append(f"{where}: a code or output block wider or taller than its box: {s['clipped']}")
+        if s["broken"]:
+            problems.append(f"{where}: images that did not load: {s['broken']}")
+        if s["typeset"] != s["maths"] or s["texErrors"]:
+            problems.append(f"{where}: {s['typeset']} of {s['maths']} maths typeset, TeX errors {s['texErrors']}")
+        if s["notes"] < 40:
+            problems.append(f"{where}: no speaker notes")
+    assert not problems, "\n".join(problems)
+
+
+def test_decks_show_figures_and_maths(deck_visits):
+    """The checks above are not vacuous: the decks do show figures and typeset maths."""
+    visits = deck_visits[0]
+    assert sum(s["images"] for v in visits.values() for s in v["slides"]) >= 2 * len(visits)
+    assert sum(s["typeset"] for v in visits.values() for s in v["slides"]) >= 20
+
+
+def test_decks_fetch_nothing_from_the_internet(deck_visits):
+    assert not deck_visits[1], f"the decks asked for resources outside 127.0.0.1: {sorted(set(deck_visits[1]))[:10]}"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_each_deck_has_a_pdf_with_a_page_per_slide(site, unit):
+    pdf = HTML / "slides" / f"{unit}.pdf"
+    assert pdf.exists(), f"{pdf} was not printed (needs Chromium at build time)"
+    pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
+    expected = len(slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md").slides)
+    assert pages == expected, f"{unit}.pdf has {pages} pages for {expected} slides (a slide that overflows adds pages)"
+
+
+# --- self-check questions in the chapters -----------------------------------------------
+
+_ANSWER = r"""async ([correct]) => {
+  const q = Array.from(document.querySelectorAll('.Quiz')).find(w => w.querySelector('.MultipleChoiceQn'));
+  if (!q) return {error: 'no multiple-choice question on the page'};
+  const label = q.querySelector(`label.MCButton[data-correct="${correct}"]`);
+  label.click();
+  await new Promise(r => setTimeout(r, 200));
+  const fb = q.querySelector('.Feedback');
+  const decoded = document.createElement('div');
+  decoded.innerHTML = label.dataset.feedback;   // the text as written in the question file
+  return {expected: decoded.textContent, shown: fb.textContent.trim(), classes: fb.className,
+          question: q.querySelector('.MultipleChoiceQn').textContent.trim().slice(0, 80)};
+}"""
+_NUMERIC = r"""() => {
+  const inp = document.querySelector('.Quiz .NumericQn ~ .Answer input.Input-text, .Quiz input.Input-text');
+  if (!inp) return null;
+  const answers = JSON.parse(inp.dataset.answers);
+  const wrong = answers.find(a => a.type === 'range' && a.correct === false);
+  const right = answers.find(a => a.type === 'value' && a.correct === true);
+  return {id: inp.id, wrong: wrong ? (wrong.range[0] + wrong.range[1]) / 2 : null,
+          wrongFeedback: wrong ? wrong.feedback : null, right: right.value, rightFeedback: right.feedback};
+}"""
+
+
+def _words(text: str) -> str:
+    """The first words of a feedback text outside its maths (MathJax rewrites the maths on the page)."""
+    prose = re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", text)
+    return " ".join(re.sub(r"[*_`]", "", prose).split()[:4])
+
+
+def _shows(shown: str, expected: str) -> bool:
+    return _words(expected) in " ".join(shown.split())
+
+
+@pytest.fixture(scope="module")
+def quiz_visits(site, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    seen = {}
+    with sync_playwright() as pw:
+        context, outside = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
+        for unit in QUIZZES:
+            page = context.new_page()
+            errors = _watch(page)
+            page.goto(f"{site}/units/{unit}.html", wait_until="load")
+            page.wait_for_selector(".Quiz label.MCButton", timeout=15000)
+            record = {"quizzes": page.evaluate("document.querySelectorAll('.Quiz').length"),
+                      "wrong": page.evaluate(_ANSWER, ["false"]), "right": page.evaluate(_ANSWER, ["true"])}
+            numeric = page.evaluate(_NUMERIC)
+            if numeric:
+                box = page.locator(f"[id='{numeric['id']}']")
+                for which in ("wrong", "right"):
+                    if numeric[which] is None:
+                        continue
+                    box.click()
+                    box.fill("")
+                    box.type(repr(numeric[which]))
+                    box.press("Enter")
+                    page.wait_for_timeout(200)
+                    fb = page.evaluate(f"(() => {{ const i = document.getElementById('{numeric['id']}'); "
+                                       "const f = i.closest('.Quiz').querySelector('.Feedback'); "
+                                       "return {shown: f.textContent.trim(), classes: f.className}; })()")
+                    record[f"numeric_{which}"] = {**fb, "expected": numeric[f"{which}Feedback"]}
+            record["errors"] = list(errors)
+            seen[unit] = record
+            page.close()
+        context.close()
+    return seen, outside
+
+
+@pytest.mark.parametrize("unit", QUIZZES)
+def test_self_checks_answer_in_the_browser(quiz_visits, unit):
+    visit = quiz_visits[0][unit]
+    expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
+    assert visit["quizzes"] == expected, f"{unit}: {visit['quizzes']} questions on the page, {expected} in its file"
+    written = {" ".join(a["feedback"].split()) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values()
+               for q in qs for a in q["answers"]}
+    for which, mark in (("wrong", "incorrect"), ("right", "correct")):
+        r = visit[which]
+        assert "error" not in r, f"{unit}: {r.get('error')}"
+        assert " ".join(r["expected"].split()) in written, f"{unit}: the page's feedback {r['expected']!r} is not in its file"
+        assert mark in r["classes"].split(), f"{unit}: a {which} answer to {r['question']!r} was marked {r['classes']!r}"
+        assert _shows(r["shown"], r["expected"]), \
+            f"{unit}: after a {which} answer the page shows {r['shown']!r}, not its feedback {r['expected']!r}"
+    if "numeric_wrong" in visit:
+        r = visit["numeric_wrong"]
+        assert "incorrect" in r["classes"].split(), f"{unit}: a wrong numeric answer was marked {r['classes']!r}"
+        assert _shows(r["shown"], r["expected"]), f"{unit}: shown {r['shown']!r}, not {r['expected']!r}"
+    if "numeric_right" in visit:
+        assert "correct" in visit["numeric_right"]["classes"].split(), f"{unit}: the right numeric answer was refused"
+    assert not visit["errors"], f"{unit}: the browser reported errors: {visit['errors'][:5]}"
+
+
+def test_every_chapter_has_a_numeric_self_check(quiz_visits):
+    missing = [u for u, v in quiz_visits[0].items() if "numeric_wrong" not in v]
+    assert not missing, f"chapters whose page offers no numeric question with a typical wrong answer: {missing}"
+
+
+def test_self_checks_fetch_nothing_from_the_internet(quiz_visits):
+    assert not quiz_visits[1], f"the chapters asked for resources outside 127.0.0.1: {sorted(set(quiz_visits[1]))[:10]}"

@@ -1,0 +1,204 @@
+"""The lecture materials' sources: decks, self-check questions and instructor notes match their chapters.
+
+Fast (no build, no browser): what `lmcourse slides --check` reports, per
+unit, must be nothing; and the checks behind it catch each kind of mistake
+an author makes (proved on broken copies).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lmcourse import instructors, quiz, slides
+
+ROOT = Path(__file__).resolve().parent.parent
+SYLLABUS = ROOT.parent / "shared" / "guides" / "syllabus.md"
+CHAPTERS = sorted(p.stem for p in (ROOT / "book" / "units").glob("*.md"))
+DECKS = sorted(p.stem for p in (ROOT / slides.SLIDES_SRC).glob("*.md"))
+
+
+def test_every_chapter_has_a_deck_questions_and_notes():
+    for unit in CHAPTERS:
+        assert (ROOT / slides.SLIDES_SRC / f"{unit}.md").exists(), f"{unit}: no deck in book/slides/"
+        assert (ROOT / "book" / "quizzes" / f"{unit}.yaml").exists(), f"{unit}: no self-check questions"
+        assert (ROOT / instructors.NOTES_SRC / f"{unit}.md").exists(), f"{unit}: no instructor notes"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_deck_matches_its_chapter(unit):
+    deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
+    chapter = slides.load_chapter(ROOT, unit)
+    starred = None
+    number = int(unit.split("-")[0])
+    if SYLLABUS.exists() and number <= 7:
+        starred = len(slides.starred_items(SYLLABUS, number))
+        assert starred >= 4, f"the syllabus lists {starred} starred items for unit {number}: the parser lost some"
+    problems = slides.check_deck(deck, chapter, starred=starred, executed=False)
+    assert not problems, "\n".join(problems)
+    refs = [c for s in deck.slides for c in s.body if isinstance(c, slides.Ref)]
+    assert refs, f"{unit}: the deck pulls nothing from its chapter"
+    if any(slides._figure_name(c) for c in chapter.code):
+        assert any(r.kind == "figure" for r in refs), f"{unit}: the deck shows none of the chapter's figures"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_self_checks_are_shown_in_their_chapter(unit):
+    assert slides.check_self_checks(ROOT, unit) == []
+    data = quiz.load(unit, ROOT / "book" / "quizzes")
+    kinds = [q["type"] for qs in data.values() for q in qs]
+    assert "numeric" in kinds and "multiple_choice" in kinds, f"{unit}: needs both kinds of question, has {kinds}"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_instructor_notes_are_complete(unit):
+    deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
+    assert instructors.check_notes(ROOT, unit, deck_slides=len(deck.slides)) == []
+
+
+def test_the_check_command_passes():
+    assert slides.main(ROOT, [], check_only=True) == 0
+
+
+# --- the checks catch broken sources -------------------------------------------------------
+
+DECK = """# A deck
+
+Note:
+These are the speaker notes of the title slide, long enough.
+
+---
+
+## The chain rule
+
+{equation}`ngram-chain-rule`
+
+Syllabus: 1
+
+Note:
+These are the speaker notes of the second slide, long enough too.
+"""
+
+
+def _deck(tmp_path, text: str, copies: int = 22) -> slides.Deck:
+    body = text + "".join(f"\n---\n\n## Slide {i}\n\n- a point\n\nNote:\nWhat to say on this slide, in a full sentence here.\n"
+                          for i in range(copies - 2))
+    path = tmp_path / "01-ngrams.md"
+    path.write_text(body)
+    return slides.parse_deck(path)
+
+
+@pytest.fixture(scope="module")
+def chapter():
+    return slides.load_chapter(ROOT, "01-ngrams")
+
+
+def test_a_good_deck_passes(tmp_path, chapter):
+    deck = _deck(tmp_path, DECK)
+    assert len(deck.slides) == 22
+    assert slides.check_deck(deck, chapter, starred=1, executed=False) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda t: t, "slides; a deck has 20-35"),  # too few slides (copies=5 below)
+    (lambda t: t.replace("Note:\nThese are the speaker notes of the second slide, long enough too.\n", ""),
+     "speaker notes missing"),
+    (lambda t: t.replace("{equation}`ngram-chain-rule`", "{figure}`ngram-fig-nowhere`"), "no figure named"),
+    (lambda t: t.replace("{equation}`ngram-chain-rule`", "{equation}`no-such-label`"), "no equation labelled"),
+    (lambda t: t.replace("{equation}`ngram-chain-rule`", "{code}`import`"), "code cells of the chapter hold"),
+    (lambda t: t.replace("Syllabus: 1", ""), "starred syllabus items [1] are on no slide"),
+    (lambda t: t.replace("## The chain rule", "The chain rule"), "no heading"),
+])
+def test_a_broken_deck_is_caught(tmp_path, chapter, change, expected):
+    copies = 5 if expected.startswith("slides;") else 22
+    deck = _deck(tmp_path, change(DECK), copies=copies)
+    problems = slides.check_deck(deck, chapter, starred=1, executed=False)
+    assert any(expected in p for p in problems), problems
+
+
+def test_code_lines_out_of_range_are_caught(tmp_path, chapter):
+    deck = _deck(tmp_path, DECK.replace("{equation}`ngram-chain-rule`",
+                                        "{code}`trigram_followers = defaultdict(Counter)` lines 2-90"))
+    assert any("lines 2-90" in p for p in slides.check_deck(deck, chapter, executed=False))
+
+
+QUESTION = {"question": "Which?", "type": "multiple_choice", "answers": [
+    {"answer": "this", "correct": True, "feedback": "Right, because."},
+    {"answer": "that", "correct": False, "feedback": "No: that is the other thing."}]}
+NUMERIC = {"question": "How many?", "type": "numeric", "precision": 3, "answers": [
+    {"type": "value", "value": 27, "correct": True, "feedback": "One per symbol."},
+    {"type": "range", "range": [728, 730], "correct": False, "feedback": "That counts cells."},
+    {"type": "default", "feedback": "Count the histories."}]}
+
+
+def _quiz(**changes):
+    import copy
+
+    mc, num = copy.deepcopy(QUESTION), copy.deepcopy(NUMERIC)
+    for key, fn in changes.items():
+        fn(mc if key == "mc" else num)
+    return {"a": [mc, num], "b": [copy.deepcopy(QUESTION)] * 2, "c": [copy.deepcopy(NUMERIC)]}
+
+
+def test_a_good_question_file_passes():
+    assert quiz.validate(_quiz()) == []
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"mc": lambda q: q["answers"][1].update(correct=True)}, "2 answers marked correct"),
+    ({"mc": lambda q: q["answers"][1].pop("feedback")}, "answer 2 has no feedback"),
+    ({"mc": lambda q: q.update(type="essay")}, "type 'essay'"),
+    ({"num": lambda q: q["answers"].pop()}, "exactly one {type: default"),
+    ({"num": lambda q: q["answers"][0].update(value="27")}, "needs a {type: value"),
+    ({"num": lambda q: q["answers"][1].update(range=[730, 728])}, "low < high"),
+])
+def test_a_broken_question_is_caught(changes, expected):
+    problems = quiz.validate(_quiz(**changes))
+    assert any(expected in p for p in problems), problems
+
+
+def test_too_many_questions_are_caught():
+    data = {f"s{i}": [QUESTION, NUMERIC] for i in range(6)}
+    assert any("12 questions" in p for p in quiz.validate(data))
+
+
+def test_question_text_is_escaped_for_the_page():
+    shown = quiz._escaped([{"question": "After <BOS>?", "type": "numeric", "precision": 3,
+                            "answers": [{"type": "value", "value": 1, "correct": True, "feedback": "a < b"}]}])
+    assert shown[0]["question"] == "After &lt;BOS&gt;?" and shown[0]["answers"][0]["feedback"] == "a &lt; b"
+    assert shown[0]["answers"][0]["value"] == 1 and shown[0]["type"] == "numeric"
+
+
+def _notes(tmp_path, change=lambda t: t) -> list[str]:
+    text = (ROOT / instructors.NOTES_SRC / "01-ngrams.md").read_text()
+    folder = tmp_path / "instructors"
+    folder.mkdir(exist_ok=True)
+    (folder / "01-ngrams.md").write_text(change(text))
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests" / "test_unit01_ngrams.py").write_text((ROOT / "tests" / "test_unit01_ngrams.py").read_text())
+    deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / "01-ngrams.md")
+    return instructors.check_notes(tmp_path, "01-ngrams", deck_slides=len(deck.slides))
+
+
+def test_good_notes_pass(tmp_path):
+    assert _notes(tmp_path) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda t: t.replace("## Learning objectives", "## Objectives"), "no section '## Learning objectives'"),
+    (lambda t: re.sub(r"(?m)^\| (\d+) \|", lambda m: f"| {int(m.group(1)) + 1} |", t, count=1), "adds up to 76"),
+    (lambda t: re.sub(r"(?m)^(## Common mistakes\n+### )", r"\1not a real bug\n**The bug.** x\n"
+                      r"**What the student sees.** y\n**How to help.** z\n\n### ", t), "not a known-wrong variant"),
+    (lambda t: t.replace("**How to help.**", "**Help.**", 1), "has no **How to help.**"),
+])
+def test_broken_notes_are_caught(tmp_path, change, expected):
+    problems = _notes(tmp_path, change)
+    assert any(expected in p for p in problems), problems
+
+
+def test_variant_names_are_read_from_the_tests():
+    names = instructors.variant_names(ROOT, "02-word2vec")
+    assert len(names) >= 10
+    assert any(n.startswith("train_sgns: SparseAdam") for n in names), "VARIANTS[...] = ... after the literal is read too"
