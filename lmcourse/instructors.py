@@ -104,6 +104,8 @@ _PAGE = """<!DOCTYPE html>
 <style>body{{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2rem .5rem;vertical-align:top}}
 code{{background:#f4f4f4;padding:0 .2rem}} .materials{{background:#f6f8fa;padding:.6rem 1rem;border-radius:6px}}</style>
+<script>window.MathJax = {{ tex: {{ inlineMath: [["\\\\(", "\\\\)"]] }} }};</script>
+<script src="../html/_static/mathjax/tex-mml-chtml.js" async></script>
 </head><body>
 <p class="materials">Instructors only: not part of the public site. {links}</p>
 {body}
@@ -140,9 +142,8 @@ def cost_table(root: Path, unit: str) -> str:
 
 def build(root: Path, units: list[str]) -> Path:
     """Render every unit's notes (and an index) to book/_build/instructors/."""
-    from markdown_it import MarkdownIt
+    from lmcourse.slides import markdown  # the decks' Markdown: $...$ maths for MathJax, tables
 
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
     out = root / OUT
     out.mkdir(parents=True, exist_ok=True)
     items = []
@@ -155,11 +156,11 @@ def build(root: Path, units: list[str]) -> Path:
         links = (f'<a href="index.html">All units</a> · <a href="../html/slides/{unit}.html">slides</a> · '
                  f'<a href="../html/slides/{unit}.pdf">PDF</a> · <a href="../html/figures/index.html#{unit}">figures</a>'
                  f' · <a href="../html/units/{unit}.html">chapter</a>')
-        (out / f"{unit}.html").write_text(_PAGE.format(title=html.escape(title), links=links, body=md.render(text)),
+        (out / f"{unit}.html").write_text(_PAGE.format(title=html.escape(title), links=links, body=markdown(text)),
                                           encoding="utf-8")
         items.append(f'<li><a href="{unit}.html">{html.escape(title)}</a></li>')
     readme = root / NOTES_SRC / "README.md"
-    intro = md.render(readme.read_text(encoding="utf-8")) if readme.exists() else "<h1>Instructor notes</h1>"
+    intro = markdown(readme.read_text(encoding="utf-8")) if readme.exists() else "<h1>Instructor notes</h1>"
     (out / "index.html").write_text(_PAGE.format(
         title="Instructor notes", links='<a href="../html/course/instructors.html">the public instructors page</a>',
         body=intro + "<ul>" + "".join(items) + "</ul>"), encoding="utf-8")

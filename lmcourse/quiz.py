@@ -24,6 +24,7 @@ The schema is jupyterquiz's, checked here before anything is shown:
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 MIN_QUESTIONS, MAX_QUESTIONS = 5, 10
@@ -82,6 +83,10 @@ def _question_problems(q) -> list[str]:
     out = []
     if not str(q.get("question", "")).strip():
         out.append("no question text")
+    texts = [str(q.get("question", ""))] + [str(a.get(k, "")) for a in q.get("answers") or [] if isinstance(a, dict)
+                                            for k in ("answer", "feedback")]
+    if any(re.search(r"&(lt|gt|amp|quot|#\d+);", t) for t in texts):
+        out.append("an HTML entity such as &lt;: write the character itself (<BOS>); the page escapes it")
     kind = q.get("type")
     if kind not in TYPES:
         return out + [f"type {kind!r}; expected one of {', '.join(TYPES)}"]

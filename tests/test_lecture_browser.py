@@ -282,3 +282,33 @@ def test_every_chapter_has_a_numeric_self_check(quiz_visits):
 
 def test_self_checks_fetch_nothing_from_the_internet(quiz_visits):
     assert not quiz_visits[1], f"the chapters asked for resources outside 127.0.0.1: {sorted(set(quiz_visits[1]))[:10]}"
+
+
+# --- every figure, for reuse ---------------------------------------------------------------
+
+
+def test_every_figure_is_exported_as_svg_and_png(site):
+    """Each image a chapter draws belongs to a named figure, exported as figures/<unit>/<name>.svg and .png."""
+    unnamed, missing, exported = [], [], 0
+    for ipynb in sorted((ROOT / slides.EXECUTED).glob("*.ipynb")):
+        for cell in json.loads(ipynb.read_text())["cells"]:
+            if cell["cell_type"] != "code" or not any(k.startswith("image/") for o in cell.get("outputs", [])
+                                                      for k in o.get("data", {})):
+                continue
+            name = slides._figure_name(cell)
+            if not name:
+                unnamed.append(f"{ipynb.stem}: {''.join(cell['source'])[:60]!r}")
+                continue
+            for ext in ("svg", "png"):
+                path = HTML / "figures" / ipynb.stem / f"{name}.{ext}"
+                if not path.exists() or path.stat().st_size < 1000:
+                    missing.append(str(path.relative_to(HTML)))
+            svg = (HTML / "figures" / ipynb.stem / f"{name}.svg")
+            if svg.exists():
+                assert svg.read_text()[:400].lstrip().startswith(("<?xml", "<svg")), f"{svg} is not an SVG"
+            exported += 1
+    assert not unnamed, f"images drawn outside a named figure cell (no stable name to export them under): {unnamed}"
+    assert not missing, f"figures not exported: {missing}"
+    assert exported >= 40, f"only {exported} figures found in the executed chapters"
+    gallery = (HTML / "figures" / "index.html").read_text()
+    assert gallery.count("<figure>") == exported

@@ -35,7 +35,7 @@ def test_deck_matches_its_chapter(unit):
     number = int(unit.split("-")[0])
     if SYLLABUS.exists() and number <= 7:
         starred = len(slides.starred_items(SYLLABUS, number))
-        assert starred >= 4, f"the syllabus lists {starred} starred items for unit {number}: the parser lost some"
+        assert starred >= 3, f"the syllabus lists {starred} starred items for unit {number}: the parser lost some"
     problems = slides.check_deck(deck, chapter, starred=starred, executed=False)
     assert not problems, "\n".join(problems)
     refs = [c for s in deck.slides for c in s.body if isinstance(c, slides.Ref)]
