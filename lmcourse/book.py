@@ -128,6 +128,7 @@ def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["IPYTHONDIR"] = str(_kernel_profile(root))
+    env["LMCOURSE_BOOK_BUILD"] = "1"  # self-check cells leave placeholders, filled in by _self_checks below
     print("+", " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, cwd=root, env=env)
     if rc == 0:
@@ -233,8 +234,26 @@ def _teaching_links(app, pagename, templatename, context, doctree) -> None:
         f'<a href="../figures/index.html#{unit}">its figures as SVG and PNG</a></p>\n' + context["body"])
 
 
+def _quiz_dependency(app, docname, source) -> None:
+    """A chapter's page is rebuilt when its question file changes (its cells' cache keys do not see it)."""
+    if docname.startswith("units/"):
+        quizzes = Path(app.srcdir) / "quizzes" / f"{docname.split('/', 1)[1]}.yaml"
+        if quizzes.exists():
+            app.env.note_dependency(str(quizzes))
+
+
+def _self_checks(app, pagename, templatename, context, doctree) -> None:
+    """Fill each self-check placeholder a chapter's cell left with the questions (lmcourse.quiz)."""
+    if "body" in context and "lmcourse-self-check" in context["body"]:
+        from lmcourse import quiz
+
+        context["body"] = quiz.fill_placeholders(context["body"])
+
+
 def setup(app):
     """Sphinx entry point (book/_config.yml: sphinx.extra_extensions)."""
+    app.connect("source-read", _quiz_dependency)
+    app.connect("html-page-context", _self_checks)
     app.connect("builder-inited", lambda app: _check_mathjax(app, app.config))
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _teaching_links)

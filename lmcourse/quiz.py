@@ -135,9 +135,69 @@ def _escaped(value):
     return value
 
 
-def self_check(unit: str, section: str) -> None:
-    """Show the questions that close `section` of `unit` (in a notebook or on the book's page)."""
+# Set by `lmcourse book` for the chapters it runs: self_check() then leaves a placeholder that the book's
+# Sphinx extension fills with the questions as they are *now* (see self_check).
+BOOK_BUILD_ENV = "LMCOURSE_BOOK_BUILD"
+PLACEHOLDER = '<div class="lmcourse-self-check" data-unit="{unit}" data-section="{section}"></div>'
+_PLACEHOLDER_RE = re.compile(r'<div class="lmcourse-self-check" data-unit="([\w-]+)" data-section="([\w-]+)"></div>')
+
+
+def _drawn(unit: str, section: str, show) -> None:
+    """Call jupyterquiz's display_quiz with `show` as its display function."""
+    import random
+    import zlib
+    from unittest import mock
+
     from jupyterquiz import display_quiz
 
-    display_quiz(_escaped(questions(unit, section)), shuffle_answers=True, max_width=720,
-                 question_alignment="left")
+    # jupyterquiz names the quiz's <div> with Python's global `random`. A chapter that re-seeds it
+    # (seed_everything) would give two quizzes the same id, and the second would never be drawn; and
+    # every draw here would shift the chapter's later random numbers. So: a seed of our own, from the
+    # section's name (stable ids), and the caller's random state put back afterwards.
+    state = random.getstate()
+    random.seed(zlib.crc32(f"{unit}/{section}".encode()))
+    try:
+        with mock.patch("jupyterquiz.dynamic.display.display", show):
+            display_quiz(_escaped(questions(unit, section)), shuffle_answers=True, max_width=720,
+                         question_alignment="left")
+    finally:
+        random.setstate(state)
+
+
+def quiz_html(unit: str, section: str, folder: Path | None = None) -> str:
+    """The questions of one section as a block of HTML with its script (what the book's page shows)."""
+    parts: list[str] = []
+
+    def show(obj):
+        data = obj.data if hasattr(obj, "data") else str(obj)
+        parts.append(data if type(obj).__name__ == "HTML" else f'<script type="text/javascript">{data}</script>')
+
+    if folder is not None:
+        questions(unit, section, folder)  # validates, with the folder's path in the message
+    _drawn(unit, section, show)
+    return "".join(parts)
+
+
+def fill_placeholders(body: str) -> str:
+    """Every self-check placeholder in a page's HTML, replaced by its questions."""
+    return _PLACEHOLDER_RE.sub(lambda m: quiz_html(m.group(1), m.group(2)), body)
+
+
+def self_check(unit: str, section: str) -> None:
+    """Show the questions that close `section` of `unit`.
+
+    In a notebook, jupyterquiz draws them at once. While `lmcourse book` runs
+    the chapter, the output is a placeholder instead, which the book's Sphinx
+    extension fills when it writes the page: the chapter's executed outputs
+    are cached on its code alone, so questions drawn at execution time would
+    go stale the first time a question file changed without the chapter.
+    """
+    import os
+
+    from IPython.display import HTML, display
+
+    questions(unit, section)  # a broken question file fails here, in the chapter, with its message
+    if os.environ.get(BOOK_BUILD_ENV) == "1":
+        display(HTML(PLACEHOLDER.format(unit=unit, section=section)))
+    else:
+        _drawn(unit, section, display)

@@ -84,3 +84,21 @@ def serve(directory: Path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def loopback_only(context) -> list[str]:
+    """Make a Playwright browser context refuse every request that would leave 127.0.0.1 (the site must
+    work offline); returns the list the refused URLs are appended to."""
+    import urllib.parse
+
+    outside: list[str] = []
+
+    def route(r):
+        if urllib.parse.urlsplit(r.request.url).hostname == "127.0.0.1":
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    return outside

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from booksite import BUILD, HTML, ROOT, built_book
+from booksite import BUILD, HTML, ROOT, built_book, loopback_only
 
 pytestmark = pytest.mark.slow
 
@@ -158,7 +158,6 @@ def visits(server, tmp_path_factory):
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
     SCREENSHOTS.mkdir(parents=True)
     results: dict[str, PageVisit] = {}
-    outside: list[str] = []  # requests that tried to leave the machine
     start = time.perf_counter()
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
@@ -166,15 +165,7 @@ def visits(server, tmp_path_factory):
             executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
         )
-
-        def only_loopback(route):
-            if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
-                route.continue_()
-            else:
-                outside.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", only_loopback)
+        outside = loopback_only(context)  # requests that tried to leave the machine
         page = context.new_page()
         for name in PAGES:
             visit = results[name] = PageVisit(url=f"{server}/{name}.html")

@@ -7,7 +7,7 @@ HTTP server; any request leaving 127.0.0.1 is refused and reported.
   console error, every image loaded, every maths element typeset by MathJax
   (no TeX error), and nothing cut off: every element of the slide lies inside
   the slide's box, and no code or output block hides a wider line. A
-  screenshot of every slide goes to book/_build/screenshots/slides/. The PDF
+  screenshot of every slide goes to book/_build/slide-screenshots/. The PDF
   beside each deck has one page per slide.
 - **Self-checks.** On every chapter, one multiple-choice question is answered
   wrongly, then rightly, and a numeric one wrongly: each time the feedback
@@ -22,12 +22,12 @@ import urllib.parse
 
 import pytest
 
-from booksite import BUILD, HTML, ROOT, built_book, serve
+from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
 from lmcourse import quiz, slides
 
 pytestmark = pytest.mark.slow
 
-SHOTS = BUILD / "screenshots" / "slides"
+SHOTS = BUILD / "slide-screenshots"  # not under screenshots/, which test_browser.py empties
 DECKS = sorted(p.stem for p in (ROOT / slides.SLIDES_SRC).glob("*.md"))
 QUIZZES = sorted(p.stem for p in (ROOT / "book" / "quizzes").glob("*.yaml"))
 
@@ -72,17 +72,7 @@ def _browser(pw, tmp_path_factory, viewport):
     context = pw.chromium.launch_persistent_context(
         str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True,
         args=slides.CHROMIUM_ARGS, viewport=viewport)
-    outside: list[str] = []
-
-    def only_loopback(route):
-        if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_loopback)
-    return context, outside
+    return context, loopback_only(context)
 
 
 def _watch(page) -> list[str]:
@@ -199,10 +189,18 @@ _NUMERIC = r"""() => {
   const inp = document.querySelector('.Quiz .NumericQn ~ .Answer input.Input-text, .Quiz input.Input-text');
   if (!inp) return null;
   const answers = JSON.parse(inp.dataset.answers);
+  const p = inp.dataset.precision;
+  const typed = x => p > 0 ? Number(Number(x).toPrecision(p)) : x;   // what jupyterquiz compares
   const wrong = answers.find(a => a.type === 'range' && a.correct === false);
   const right = answers.find(a => a.type === 'value' && a.correct === true);
-  return {id: inp.id, wrong: wrong ? (wrong.range[0] + wrong.range[1]) / 2 : null,
-          wrongFeedback: wrong ? wrong.feedback : null, right: right.value, rightFeedback: right.feedback};
+  let value = null;
+  if (wrong) {   // a number a student could type that lands in the range once rounded to `precision`
+    const [lo, hi] = wrong.range;
+    value = [lo, (lo + hi) / 2, hi - (hi - lo) / 1000].map(typed).find(v => v >= lo && v < hi);
+    if (value === undefined) return {id: inp.id, unreachable: wrong.range, precision: p};
+  }
+  return {id: inp.id, wrong: value, wrongFeedback: wrong ? wrong.feedback : null,
+          right: right.value, rightFeedback: right.feedback};
 }"""
 
 
@@ -227,11 +225,18 @@ def quiz_visits(site, tmp_path_factory):
             page = context.new_page()
             errors = _watch(page)
             page.goto(f"{site}/units/{unit}.html", wait_until="load")
-            page.wait_for_selector(".Quiz label.MCButton", timeout=15000)
+            # jupyterquiz draws each section's questions from its own script: wait for all of them
+            expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
+            try:
+                page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
+            except Exception:  # noqa: BLE001 (a timeout: the count is compared in the test, with its message)
+                pass
             record = {"quizzes": page.evaluate("document.querySelectorAll('.Quiz').length"),
                       "wrong": page.evaluate(_ANSWER, ["false"]), "right": page.evaluate(_ANSWER, ["true"])}
             numeric = page.evaluate(_NUMERIC)
-            if numeric:
+            if numeric and "unreachable" in numeric:
+                record["unreachable"] = numeric
+            elif numeric:
                 box = page.locator(f"[id='{numeric['id']}']")
                 for which in ("wrong", "right"):
                     if numeric[which] is None:
@@ -266,6 +271,8 @@ def test_self_checks_answer_in_the_browser(quiz_visits, unit):
         assert mark in r["classes"].split(), f"{unit}: a {which} answer to {r['question']!r} was marked {r['classes']!r}"
         assert _shows(r["shown"], r["expected"]), \
             f"{unit}: after a {which} answer the page shows {r['shown']!r}, not its feedback {r['expected']!r}"
+    assert "unreachable" not in visit, (f"{unit}: no number rounded to the question's precision lands in the wrong-answer "
+                                        f"range: {visit.get('unreachable')}")
     if "numeric_wrong" in visit:
         r = visit["numeric_wrong"]
         assert "incorrect" in r["classes"].split(), f"{unit}: a wrong numeric answer was marked {r['classes']!r}"
@@ -312,3 +319,54 @@ def test_every_figure_is_exported_as_svg_and_png(site):
     assert exported >= 40, f"only {exported} figures found in the executed chapters"
     gallery = (HTML / "figures" / "index.html").read_text()
     assert gallery.count("<figure>") == exported
+
+
+def test_every_chapter_links_to_its_deck_and_figures(site):
+    for unit in DECKS:
+        page = (HTML / "units" / f"{unit}.html").read_text()
+        for href in (f"../slides/{unit}.html", f"../slides/{unit}.pdf", f"../figures/index.html#{unit}"):
+            assert f'href="{href}"' in page, f"units/{unit}.html has no link to {href}"
+
+
+# --- instructor notes (built beside the site) ---------------------------------------------
+
+_INSPECT_NOTES = r"""async () => {
+  if (document.querySelector('.math')) { await MathJax.startup.promise; }
+  const maths = Array.from(document.querySelectorAll('.math'));
+  return {
+    title: document.title,
+    maths: maths.length, typeset: maths.filter(m => m.querySelector('mjx-container')).length,
+    texErrors: document.querySelectorAll('mjx-merror').length,
+    links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    mistakes: Array.from(document.querySelectorAll('h3')).length,
+  };
+}"""
+
+
+def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factory):
+    """Each unit's notes page: maths typeset, no console error, and its links (deck, PDF, figures,
+    chapter) lead to files that exist."""
+    from playwright.sync_api import sync_playwright
+
+    built = BUILD / "instructors"
+    problems = []
+    with serve(BUILD) as url, sync_playwright() as pw:
+        context, outside = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
+        for unit in DECKS:
+            page = context.new_page()
+            errors = _watch(page)
+            page.goto(f"{url}/instructors/{unit}.html", wait_until="load")
+            seen = page.evaluate(_INSPECT_NOTES)
+            if errors:
+                problems.append(f"{unit}: browser errors {errors[:3]}")
+            if seen["typeset"] != seen["maths"] or seen["texErrors"]:
+                problems.append(f"{unit}: {seen['typeset']} of {seen['maths']} maths typeset, {seen['texErrors']} TeX errors")
+            for link in seen["links"]:
+                path = urllib.parse.urlsplit(link).path
+                if link.startswith(url) and not (BUILD / path.lstrip("/")).exists():
+                    problems.append(f"{unit}: broken link {path}")
+            page.close()
+        context.close()
+    assert (built / "index.html").exists()
+    assert not outside, f"instructor pages asked for resources outside 127.0.0.1: {outside[:5]}"
+    assert not problems, "\n".join(problems)

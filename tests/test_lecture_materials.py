@@ -7,6 +7,7 @@ an author makes (proved on broken copies).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -202,3 +203,46 @@ def test_variant_names_are_read_from_the_tests():
     names = instructors.variant_names(ROOT, "02-word2vec")
     assert len(names) >= 10
     assert any(n.startswith("train_sgns: SparseAdam") for n in names), "VARIANTS[...] = ... after the literal is read too"
+
+
+def _shown(unit: str, section: str, monkeypatch, book_build: bool) -> list:
+    """What self_check displays, as the list of objects handed to IPython's display()."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    monkeypatch.setattr("jupyterquiz.dynamic.display.display", lambda obj: shown.append(obj))
+    if book_build:
+        monkeypatch.setenv(quiz.BOOK_BUILD_ENV, "1")
+    else:
+        monkeypatch.delenv(quiz.BOOK_BUILD_ENV, raising=False)
+    monkeypatch.chdir(ROOT / "book" / "units")
+    quiz.self_check(unit, section)
+    return shown
+
+
+def test_self_check_keeps_the_chapters_random_numbers_and_unique_ids(monkeypatch):
+    """A chapter re-seeds Python's random before its sections: the quizzes must neither share an id
+    (the second would never be drawn) nor shift the chapter's later random draws."""
+    import random
+
+    data = quiz.load("07-gpt", ROOT / "book" / "quizzes")
+    first, second = list(data)[:2]
+    random.seed(0)
+    a = _shown("07-gpt", first, monkeypatch, book_build=False)
+    after = random.random()
+    random.seed(0)
+    b = _shown("07-gpt", second, monkeypatch, book_build=False)
+    random.seed(0)
+    assert after == random.random(), "self_check consumed the chapter's random numbers"
+    ids = [re.search(r'<div id="(\w+)"', str(x[0].data)).group(1) for x in (a, b)]
+    assert ids[0] != ids[1]
+
+
+def test_the_book_fills_self_check_placeholders_with_the_current_questions(monkeypatch):
+    data = quiz.load("03-rnnlm", ROOT / "book" / "quizzes")
+    section = list(data)[0]
+    shown = _shown("03-rnnlm", section, monkeypatch, book_build=True)
+    assert len(shown) == 1 and "lmcourse-self-check" in shown[0].data and "<script" not in shown[0].data
+    page = quiz.fill_placeholders("<p>before</p>" + shown[0].data + "<p>after</p>")
+    assert page.startswith("<p>before</p>") and page.endswith("<p>after</p>") and "<script" in page
+    for q in data[section]:
+        assert json.dumps(quiz._escaped(q["question"]))[1:-1][:30] in page
