@@ -68,9 +68,9 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_slides(args: argparse.Namespace) -> int:
-    from lmcourse import slides
+    from lmcourse import lecture
 
-    return slides.main(_repo_root(), args.units, check_only=args.check)
+    return lecture.main(_repo_root(), args.units, check_only=args.check)
 
 
 def cmd_assign(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lmcourse import instructors, quiz, slides
+from lmcourse import instructors, lecture, quiz, slides
 
 ROOT = Path(__file__).resolve().parent.parent
 SYLLABUS = ROOT.parent / "shared" / "guides" / "syllabus.md"
@@ -47,7 +47,7 @@ def test_deck_matches_its_chapter(unit):
 
 @pytest.mark.parametrize("unit", DECKS)
 def test_self_checks_are_shown_in_their_chapter(unit):
-    assert slides.check_self_checks(ROOT, unit) == []
+    assert lecture.check_self_checks(ROOT, unit) == []
     data = quiz.load(unit, ROOT / "book" / "quizzes")
     kinds = [q["type"] for qs in data.values() for q in qs]
     assert "numeric" in kinds and "multiple_choice" in kinds, f"{unit}: needs both kinds of question, has {kinds}"
@@ -60,7 +60,7 @@ def test_instructor_notes_are_complete(unit):
 
 
 def test_the_check_command_passes():
-    assert slides.main(ROOT, [], check_only=True) == 0
+    assert lecture.main(ROOT, [], check_only=True) == 0
 
 
 # --- the checks catch broken sources -------------------------------------------------------
