@@ -230,7 +230,8 @@ def _teaching_links(app, pagename, templatename, context, doctree) -> None:
         return
     context["body"] = (
         '<p class="lmcourse-teaching">Lecture slides for this chapter: '
-        f'<a href="../slides/{unit}.html">Slides</a> (<a href="../slides/{unit}.pdf">PDF</a>) · '
+        f'<a href="../slides/{unit}.html">Slides</a> (<a href="../slides/{unit}.pdf">PDF</a>, '
+        f'<a href="../slides/{unit}-notes.pdf">PDF with speaker notes</a>) · '
         f'<a href="../figures/index.html#{unit}">its figures as SVG and PNG</a></p>\n' + context["body"])
 
 

@@ -154,8 +154,9 @@ def build(root: Path, units: list[str]) -> Path:
         text = src.read_text(encoding="utf-8") + cost_table(root, unit)
         title = (re.search(r"(?m)^# (.+)$", text) or [None, unit])[1]
         links = (f'<a href="index.html">All units</a> · <a href="../html/slides/{unit}.html">slides</a> · '
-                 f'<a href="../html/slides/{unit}.pdf">PDF</a> · <a href="../html/figures/index.html#{unit}">figures</a>'
-                 f' · <a href="../html/units/{unit}.html">chapter</a>')
+                 f'<a href="../html/slides/{unit}.pdf">PDF</a> · '
+                 f'<a href="../html/slides/{unit}-notes.pdf">PDF with speaker notes</a> · '
+                 f'<a href="../html/figures/index.html#{unit}">figures</a> · <a href="../html/units/{unit}.html">chapter</a>')
         (out / f"{unit}.html").write_text(_PAGE.format(title=html.escape(title), links=links, body=markdown(text)),
                                           encoding="utf-8")
         items.append(f'<li><a href="{unit}.html">{html.escape(title)}</a></li>')

@@ -187,12 +187,40 @@ def load_chapter(root: Path, unit: str) -> Chapter:
     code = [{"source": _source(c), "metadata": dict(c.metadata)} for c in nb.cells if c.cell_type == "code"]
     equations = {m.group(1): m.group(2).strip() for m in _MATH_BLOCK.finditer(text)}
     equations.update({m.group(2): m.group(1).strip() for m in _DOLLAR_LABEL.finditer(text)})
-    executed = None
-    ipynb = root / EXECUTED / f"{unit}.ipynb"
-    if ipynb.exists():
-        data = json.loads(ipynb.read_text(encoding="utf-8"))
-        executed = [{**c, "source": _source(c)} for c in data["cells"] if c["cell_type"] == "code"]
+    cells = executed_cells(root, unit)
+    executed = None if cells is None else [{**c, "source": _source(c)} for c in cells if c["cell_type"] == "code"]
     return Chapter(unit, code, equations, executed)
+
+
+JUPYTER_CACHE = Path("book") / "_build" / ".jupyter_cache"
+
+
+def executed_cells(root: Path, unit: str) -> list[dict] | None:
+    """The chapter's cells with the outputs of its last run (None when it has not run since its code changed).
+
+    The outputs come from the book's execution cache (jupyter-cache), matched on the chapter's code as
+    myst-nb matches it. Not from book/_build/jupyter_execute/: myst-nb writes that copy without outputs
+    when it takes them from the cache, i.e. on every rebuild of a chapter whose code did not change.
+    """
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    md = root / UNITS_SRC / f"{unit}.md"
+    cache_dir = root / JUPYTER_CACHE
+    if cache_dir.is_dir():
+        from jupyter_cache import get_cache
+
+        nb = read_myst_markdown_notebook(md.read_text(encoding="utf-8"), path=str(md))
+        try:
+            _, merged = get_cache(str(cache_dir)).merge_match_into_notebook(nb)
+            return [dict(c) for c in merged.cells]
+        except KeyError:
+            pass
+    ipynb = root / EXECUTED / f"{unit}.ipynb"  # a build without the cache (execute_notebooks: force)
+    if ipynb.exists():
+        cells = json.loads(ipynb.read_text(encoding="utf-8"))["cells"]
+        if any(c.get("outputs") for c in cells if c["cell_type"] == "code"):
+            return cells
+    return None
 
 
 # --- checks --------------------------------------------------------------------
@@ -356,9 +384,11 @@ def export_figures(root: Path, html_dir: Path) -> dict[str, list[dict]]:
     out = html_dir / "figures"
     shutil.rmtree(out, ignore_errors=True)
     index: dict[str, list[dict]] = {}
-    for ipynb in sorted((root / EXECUTED).glob("*.ipynb")):
-        unit = ipynb.stem
-        cells = json.loads(ipynb.read_text(encoding="utf-8"))["cells"]
+    for md in sorted((root / UNITS_SRC).glob("*.md")):
+        unit = md.stem
+        cells = executed_cells(root, unit)
+        if cells is None:
+            raise SlidesError(f"{unit} has not been executed since its code changed: build the book first")
         index[unit] = []
         for cell in cells:
             name = _figure_name(cell) if cell["cell_type"] == "code" else None
@@ -368,7 +398,7 @@ def export_figures(root: Path, html_dir: Path) -> dict[str, list[dict]]:
             folder = out / unit
             folder.mkdir(parents=True, exist_ok=True)
             entry = {"name": name, "caption": " ".join(
-                str(cell["metadata"]["mystnb"]["figure"].get("caption", "")).split())}
+                str(dict(cell["metadata"])["mystnb"]["figure"].get("caption", "")).split())}
             if "image/svg+xml" in images:
                 (folder / f"{name}.svg").write_text(images["image/svg+xml"], encoding="utf-8")
                 entry["svg"] = f"{unit}/{name}.svg"
@@ -492,7 +522,9 @@ function fitMaths() {{
 }}
 Reveal.initialize({{
   width: {WIDTH}, height: {HEIGHT}, margin: 0.04, hash: true, slideNumber: "c/t", center: false,
-  transition: "none", pdfSeparateFragments: false, plugins: [RevealNotes]
+  transition: "none", pdfSeparateFragments: false, plugins: [RevealNotes],
+  // ?notes (with ?print-pdf): each slide's speaker notes printed on a page of their own after it
+  showNotes: new URLSearchParams(location.search).has("notes") ? "separate-page" : false
 }});
 Reveal.on('ready', fitMaths);
 Reveal.on('slidechanged', fitMaths);
@@ -542,7 +574,7 @@ def build(root: Path, html_dir: Path | None = None, *, pdf: bool = True) -> dict
     copy_reveal(root, slides_dir)
     sources = {p.stem for p in decks(root)}
     for stale in slides_dir.glob("*.*"):  # a deck whose source is gone
-        if stale.is_file() and stale.name.split(".")[0] not in sources | {"summary"}:
+        if stale.is_file() and stale.name.split(".")[0].removesuffix("-notes") not in sources | {"summary"}:
             stale.unlink()
     summary: dict = {"decks": {}, "figures": sum(len(v) for v in index.values())}
     problems: list[str] = []
@@ -604,7 +636,8 @@ WAIT_FOR_DECK = """async () => {
 
 
 def print_pdfs(slides_dir: Path, units: list[str]) -> dict:
-    """Each deck printed to <unit>.pdf by headless Chromium (reveal.js's ?print-pdf layout), offline."""
+    """Each deck printed to <unit>.pdf and <unit>-notes.pdf by headless Chromium (reveal.js's ?print-pdf
+    layout), offline."""
     binary = chromium()
     if binary is None:
         print("slides: Chromium is not installed (Debian package `chromium`), so no PDF was printed; "
@@ -615,35 +648,46 @@ def print_pdfs(slides_dir: Path, units: list[str]) -> dict:
     except ImportError:
         print("slides: Playwright is not installed, so no PDF was printed", file=sys.stderr)
         return {"skipped": "no playwright"}
+    # Two PDFs a deck: the slides, and a handout with each slide's speaker notes on the page after it.
+    prints = [(unit, notes) for unit in units for notes in (False, True)]
     result, todo = {}, []
-    for unit in units:
-        pdf, stamp = slides_dir / f"{unit}.pdf", slides_dir / f".{unit}.pdf.sha256"
+    for unit, notes in prints:
+        pdf = slides_dir / _pdf_name(unit, notes)
+        stamp = slides_dir / f".{pdf.name}.sha256"
         if pdf.exists() and stamp.exists() and stamp.read_text() == _digest(slides_dir, unit):
-            result[unit] = {"seconds": 0.0, "bytes": pdf.stat().st_size, "cached": True}
+            result[pdf.stem] = {"seconds": 0.0, "bytes": pdf.stat().st_size, "cached": True}
         else:
-            todo.append(unit)
+            todo.append((unit, notes))
     if not todo:
         return result
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=binary, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-        # Offline by construction: anything that is not a file of this folder is refused.
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                   else route.abort())
-        for unit in todo:
+        for unit, notes in todo:
+            # A fresh page for each print: reveal.js's notes plugin, reloaded in the same tab from file://,
+            # trips over the previous document's frame.
+            page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+            # Offline by construction: anything that is not a file of this folder is refused.
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                       else route.abort())
             t = time.perf_counter()
-            page.goto((slides_dir / f"{unit}.html").resolve().as_uri() + "?print-pdf", wait_until="load")
+            pdf = slides_dir / _pdf_name(unit, notes)
+            query = "?print-pdf&notes" if notes else "?print-pdf"
+            page.goto((slides_dir / f"{unit}.html").resolve().as_uri() + query, wait_until="load")
             state = page.evaluate(WAIT_FOR_DECK)
             if state != "ready":
-                raise SlidesError(f"{unit}: {state} while printing the PDF")
+                raise SlidesError(f"{unit}: {state} while printing {pdf.name}")
             page.wait_for_timeout(300)
-            page.pdf(path=str(slides_dir / f"{unit}.pdf"), width=f"{WIDTH}px", height=f"{HEIGHT}px",
+            page.pdf(path=str(pdf), width=f"{WIDTH}px", height=f"{HEIGHT}px",
                      print_background=True, margin={"top": "0", "bottom": "0", "left": "0", "right": "0"})
-            result[unit] = {"seconds": round(time.perf_counter() - t, 1),
-                            "bytes": (slides_dir / f"{unit}.pdf").stat().st_size}
-            (slides_dir / f".{unit}.pdf.sha256").write_text(_digest(slides_dir, unit))
+            result[pdf.stem] = {"seconds": round(time.perf_counter() - t, 1), "bytes": pdf.stat().st_size}
+            (slides_dir / f".{pdf.name}.sha256").write_text(_digest(slides_dir, unit))
+            page.close()
         browser.close()
     return result
+
+
+def _pdf_name(unit: str, notes: bool) -> str:
+    return f"{unit}-notes.pdf" if notes else f"{unit}.pdf"
 
 
 def _digest(slides_dir: Path, unit: str) -> str:

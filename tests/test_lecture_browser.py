@@ -169,6 +169,13 @@ def test_each_deck_has_a_pdf_with_a_page_per_slide(site, unit):
     pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
     expected = len(slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md").slides)
     assert pages == expected, f"{unit}.pdf has {pages} pages for {expected} slides (a slide that overflows adds pages)"
+    notes = HTML / "slides" / f"{unit}-notes.pdf"
+    assert notes.exists(), f"{notes} was not printed"
+    pages = len(re.findall(rb"/Type\s*/Page(?!s)", notes.read_bytes()))
+    # Chromium ends reveal.js's notes layout with one blank page (its last notes block breaks after itself);
+    # the slides' own PDF above is the exact count.
+    assert 2 * expected <= pages <= 2 * expected + 1, \
+        f"{notes.name} has {pages} pages for {expected} slides, each followed by its notes"
 
 
 # --- self-check questions in the chapters -----------------------------------------------
@@ -297,20 +304,20 @@ def test_self_checks_fetch_nothing_from_the_internet(quiz_visits):
 def test_every_figure_is_exported_as_svg_and_png(site):
     """Each image a chapter draws belongs to a named figure, exported as figures/<unit>/<name>.svg and .png."""
     unnamed, missing, exported = [], [], 0
-    for ipynb in sorted((ROOT / slides.EXECUTED).glob("*.ipynb")):
-        for cell in json.loads(ipynb.read_text())["cells"]:
+    for md in sorted((ROOT / slides.UNITS_SRC).glob("*.md")):
+        for cell in slides.executed_cells(ROOT, md.stem):
             if cell["cell_type"] != "code" or not any(k.startswith("image/") for o in cell.get("outputs", [])
                                                       for k in o.get("data", {})):
                 continue
             name = slides._figure_name(cell)
             if not name:
-                unnamed.append(f"{ipynb.stem}: {''.join(cell['source'])[:60]!r}")
+                unnamed.append(f"{md.stem}: {''.join(cell['source'])[:60]!r}")
                 continue
             for ext in ("svg", "png"):
-                path = HTML / "figures" / ipynb.stem / f"{name}.{ext}"
+                path = HTML / "figures" / md.stem / f"{name}.{ext}"
                 if not path.exists() or path.stat().st_size < 1000:
                     missing.append(str(path.relative_to(HTML)))
-            svg = (HTML / "figures" / ipynb.stem / f"{name}.svg")
+            svg = HTML / "figures" / md.stem / f"{name}.svg"
             if svg.exists():
                 assert svg.read_text()[:400].lstrip().startswith(("<?xml", "<svg")), f"{svg} is not an SVG"
             exported += 1
@@ -324,7 +331,8 @@ def test_every_figure_is_exported_as_svg_and_png(site):
 def test_every_chapter_links_to_its_deck_and_figures(site):
     for unit in DECKS:
         page = (HTML / "units" / f"{unit}.html").read_text()
-        for href in (f"../slides/{unit}.html", f"../slides/{unit}.pdf", f"../figures/index.html#{unit}"):
+        for href in (f"../slides/{unit}.html", f"../slides/{unit}.pdf", f"../slides/{unit}-notes.pdf",
+                     f"../figures/index.html#{unit}"):
             assert f'href="{href}"' in page, f"units/{unit}.html has no link to {href}"
 
 
@@ -370,3 +378,19 @@ def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factor
     assert (built / "index.html").exists()
     assert not outside, f"instructor pages asked for resources outside 127.0.0.1: {outside[:5]}"
     assert not problems, "\n".join(problems)
+
+
+def test_outputs_come_from_the_cache_not_myst_nbs_copy(site, tmp_path):
+    """On a rebuild that takes a chapter's outputs from the cache, myst-nb writes its jupyter_execute copy
+    without outputs; the decks and the figure export must still find them (in the execution cache)."""
+    root = tmp_path / "course"
+    (root / "book" / "_build" / "jupyter_execute" / "units").mkdir(parents=True)
+    (root / "book" / "units").symlink_to(ROOT / "book" / "units")
+    (root / slides.JUPYTER_CACHE).symlink_to(ROOT / slides.JUPYTER_CACHE)
+    for md in sorted((ROOT / slides.UNITS_SRC).glob("*.md")):
+        empty = {"cells": [{"cell_type": "code", "source": "x", "metadata": {}, "outputs": []}]}
+        (root / slides.EXECUTED / f"{md.stem}.ipynb").write_text(json.dumps(empty))
+        cells = slides.executed_cells(root, md.stem)
+        assert cells and sum(len(c.get("outputs", [])) for c in cells) >= 10, md.stem
+    (root / slides.JUPYTER_CACHE).unlink()
+    assert slides.executed_cells(root, "01-ngrams") is None, "no cache and an empty copy: not executed"
