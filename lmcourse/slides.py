@@ -195,32 +195,62 @@ def load_chapter(root: Path, unit: str) -> Chapter:
 JUPYTER_CACHE = Path("book") / "_build" / ".jupyter_cache"
 
 
-def executed_cells(root: Path, unit: str) -> list[dict] | None:
-    """The chapter's cells with the outputs of its last run (None when it has not run since its code changed).
-
-    The outputs come from the book's execution cache (jupyter-cache), matched on the chapter's code as
-    myst-nb matches it. Not from book/_build/jupyter_execute/: myst-nb writes that copy without outputs
-    when it takes them from the cache, i.e. on every rebuild of a chapter whose code did not change.
-    """
+def cached_notebook(root: Path, unit: str):
+    """The chapter as a notebook with the outputs of its last run, from the book's execution cache
+    (jupyter-cache, matched on the chapter's code as myst-nb matches it); None when it has no match."""
     from myst_nb.core.read import read_myst_markdown_notebook
 
     md = root / UNITS_SRC / f"{unit}.md"
     cache_dir = root / JUPYTER_CACHE
-    if cache_dir.is_dir():
-        from jupyter_cache import get_cache
+    if not cache_dir.is_dir():
+        return None
+    from jupyter_cache import get_cache
 
-        nb = read_myst_markdown_notebook(md.read_text(encoding="utf-8"), path=str(md))
-        try:
-            _, merged = get_cache(str(cache_dir)).merge_match_into_notebook(nb)
-            return [dict(c) for c in merged.cells]
-        except KeyError:
-            pass
+    nb = read_myst_markdown_notebook(md.read_text(encoding="utf-8"), path=str(md))
+    try:
+        return get_cache(str(cache_dir)).merge_match_into_notebook(nb)[1]
+    except KeyError:
+        return None
+
+
+def executed_cells(root: Path, unit: str) -> list[dict] | None:
+    """The chapter's cells with the outputs of its last run (None when it has not run since its code changed).
+
+    From the execution cache, not from book/_build/jupyter_execute/: myst-nb writes that copy without
+    outputs when it takes them from the cache, i.e. on every rebuild of a chapter whose code did not change.
+    """
+    nb = cached_notebook(root, unit)
+    if nb is not None:
+        return [dict(c) for c in nb.cells]
     ipynb = root / EXECUTED / f"{unit}.ipynb"  # a build without the cache (execute_notebooks: force)
     if ipynb.exists():
         cells = json.loads(ipynb.read_text(encoding="utf-8"))["cells"]
         if any(c.get("outputs") for c in cells if c["cell_type"] == "code"):
             return cells
     return None
+
+
+def restore_outputs(root: Path, html_dir: Path) -> list[str]:
+    """Put the cached outputs back into the executed copies myst-nb wrote without them.
+
+    The book's "download .ipynb" button serves html/_sources/units/<unit>.ipynb, a copy of that
+    output-less file after a cached rebuild. Returns the files rewritten.
+    """
+    import nbformat
+
+    fixed = []
+    for md in sorted((root / UNITS_SRC).glob("*.md")):
+        copies = [root / EXECUTED / f"{md.stem}.ipynb", html_dir / "_sources" / "units" / f"{md.stem}.ipynb"]
+        stale = [p for p in copies if p.exists() and not any(
+            c.get("outputs") for c in json.loads(p.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code")]
+        nb = cached_notebook(root, md.stem) if stale else None
+        if nb is None:
+            continue
+        text = nbformat.writes(nb)
+        for path in stale:
+            path.write_text(text, encoding="utf-8")
+            fixed.append(str(path.relative_to(root)))
+    return fixed
 
 
 # --- checks --------------------------------------------------------------------
@@ -567,6 +597,7 @@ def build(root: Path, html_dir: Path | None = None, *, pdf: bool = True) -> dict
     """Export the figures, render every deck and print each to PDF; returns a summary (also summary.json)."""
     html_dir = html_dir or root / "book" / "_build" / "html"
     t0 = time.perf_counter()
+    restore_outputs(root, html_dir)
     index = export_figures(root, html_dir)
     figures = {(unit, f["name"]): (f.get("svg") or f["png"]) for unit, fs in index.items() for f in fs}
     slides_dir = html_dir / "slides"

@@ -7,6 +7,7 @@ the browser test and the leak check read the same site.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -129,6 +130,10 @@ def test_chapters_offer_notebook_downloads(book):
         page = HTML / "units" / f"{chapter.stem}.html"
         ipynb = HTML / "_sources" / "units" / f"{chapter.stem}.ipynb"
         assert ipynb.exists(), f"the executed notebook {ipynb.relative_to(HTML)} is not offered for download"
+        cells = json.loads(ipynb.read_text())["cells"]
+        assert any(c.get("outputs") for c in cells if c["cell_type"] == "code"), (
+            f"{ipynb.relative_to(HTML)} has no outputs: a reader downloads the chapter without its results "
+            "(myst-nb writes it so after a cached rebuild; lmcourse.slides.restore_outputs puts them back)")
         text = page.read_text()
         assert f"{chapter.stem}.ipynb" in text, f"{page.name} has no .ipynb download button"
         assert "mybinder.org" in text, f"{page.name} has no launch-in-Jupyter (Binder) button"

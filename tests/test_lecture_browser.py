@@ -382,7 +382,8 @@ def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factor
 
 def test_outputs_come_from_the_cache_not_myst_nbs_copy(site, tmp_path):
     """On a rebuild that takes a chapter's outputs from the cache, myst-nb writes its jupyter_execute copy
-    without outputs; the decks and the figure export must still find them (in the execution cache)."""
+    (and the site's downloadable copy) without outputs; the decks and the figure export must still find
+    them (in the execution cache), and the downloadable copy gets them back."""
     root = tmp_path / "course"
     (root / "book" / "_build" / "jupyter_execute" / "units").mkdir(parents=True)
     (root / "book" / "units").symlink_to(ROOT / "book" / "units")
@@ -392,5 +393,14 @@ def test_outputs_come_from_the_cache_not_myst_nbs_copy(site, tmp_path):
         (root / slides.EXECUTED / f"{md.stem}.ipynb").write_text(json.dumps(empty))
         cells = slides.executed_cells(root, md.stem)
         assert cells and sum(len(c.get("outputs", [])) for c in cells) >= 10, md.stem
+    # the copies the book's "download .ipynb" button serves get their outputs back
+    html = root / "html"
+    (html / "_sources" / "units").mkdir(parents=True)
+    (html / "_sources" / "units" / "01-ngrams.ipynb").write_text(json.dumps(empty))
+    fixed = slides.restore_outputs(root, html)
+    assert "html/_sources/units/01-ngrams.ipynb" in fixed and len(fixed) == 1 + len(list((ROOT / slides.UNITS_SRC).glob("*.md")))
+    restored = json.loads((html / "_sources" / "units" / "01-ngrams.ipynb").read_text())
+    assert sum(len(c.get("outputs", [])) for c in restored["cells"] if c["cell_type"] == "code") >= 10
     (root / slides.JUPYTER_CACHE).unlink()
+    (root / slides.EXECUTED / "01-ngrams.ipynb").write_text(json.dumps(empty))
     assert slides.executed_cells(root, "01-ngrams") is None, "no cache and an empty copy: not executed"
