@@ -149,6 +149,9 @@ def _lecture_materials(root: Path) -> int:
     """After the chapters ran: figures as SVG/PNG, the slide decks (HTML, PDF), the instructor notes."""
     from lmcourse import instructors, slides
 
+    # myst-nb writes a chapter's executed copies (jupyter_execute/, and the site's download) without outputs
+    # when it takes them from its cache: put them back first.
+    slides.restore_outputs(root, root / "book" / "_build" / "html")
     try:
         summary = slides.build(root)
     except slides.SlidesError as err:

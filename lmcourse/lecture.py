@@ -38,7 +38,7 @@ def main(root: Path, units: list[str], *, check_only: bool) -> int:
     for path in paths:
         deck = parse_deck(path)
         try:
-            chapter = load_chapter(root, deck.unit)
+            chapter = load_chapter(root, deck.unit, outputs=False)
         except SlidesError as err:
             print(f"{deck.unit}: {err}")
             bad += 1

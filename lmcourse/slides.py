@@ -176,7 +176,10 @@ _MATH_BLOCK = re.compile(r"```\{math\}\n:label:\s*(\S+)\n(.*?)\n```", re.S)
 _DOLLAR_LABEL = re.compile(r"\$\$\n?(.*?)\n?\$\$\s*\(([\w-]+)\)", re.S)
 
 
-def load_chapter(root: Path, unit: str) -> Chapter:
+def load_chapter(root: Path, unit: str, cells: list[dict] | None = None, *, outputs: bool = True) -> Chapter:
+    """A chapter's source code cells and labelled equations, and its executed cells (`cells`, when the
+    caller has them already: see build; else read from the execution cache, unless `outputs` is False:
+    checking a deck's references needs the source only)."""
     import jupytext
 
     md = root / UNITS_SRC / f"{unit}.md"
@@ -187,7 +190,8 @@ def load_chapter(root: Path, unit: str) -> Chapter:
     code = [{"source": _source(c), "metadata": dict(c.metadata)} for c in nb.cells if c.cell_type == "code"]
     equations = {m.group(1): m.group(2).strip() for m in _MATH_BLOCK.finditer(text)}
     equations.update({m.group(2): m.group(1).strip() for m in _DOLLAR_LABEL.finditer(text)})
-    cells = executed_cells(root, unit)
+    if cells is None and outputs:
+        cells = executed_cells(root, unit)
     executed = None if cells is None else [{**c, "source": _source(c)} for c in cells if c["cell_type"] == "code"]
     return Chapter(unit, code, equations, executed)
 
@@ -405,18 +409,17 @@ def markdown(text: str) -> str:
     return md.render(text)
 
 
-def export_figures(root: Path, html_dir: Path) -> dict[str, list[dict]]:
+def export_figures(root: Path, html_dir: Path, executed: dict[str, list[dict] | None]) -> dict[str, list[dict]]:
     """Every figure of every executed chapter, as figures/<unit>/<name>.svg and .png; returns the index.
 
     The names are the chapters' own figure names (`ngram-fig-zipf`), so an
     instructor's slides that link to one keep working from one build to the next.
+    `executed`: unit -> its executed cells (executed_cells).
     """
     out = html_dir / "figures"
     shutil.rmtree(out, ignore_errors=True)
     index: dict[str, list[dict]] = {}
-    for md in sorted((root / UNITS_SRC).glob("*.md")):
-        unit = md.stem
-        cells = executed_cells(root, unit)
+    for unit, cells in sorted(executed.items()):
         if cells is None:
             raise SlidesError(f"{unit} has not been executed since its code changed: build the book first")
         index[unit] = []
@@ -597,8 +600,9 @@ def build(root: Path, html_dir: Path | None = None, *, pdf: bool = True) -> dict
     """Export the figures, render every deck and print each to PDF; returns a summary (also summary.json)."""
     html_dir = html_dir or root / "book" / "_build" / "html"
     t0 = time.perf_counter()
-    restore_outputs(root, html_dir)
-    index = export_figures(root, html_dir)
+    # Each chapter's outputs, read once from the execution cache for the figures and the decks.
+    executed = {md.stem: executed_cells(root, md.stem) for md in sorted((root / UNITS_SRC).glob("*.md"))}
+    index = export_figures(root, html_dir, executed)
     figures = {(unit, f["name"]): (f.get("svg") or f["png"]) for unit, fs in index.items() for f in fs}
     slides_dir = html_dir / "slides"
     slides_dir.mkdir(parents=True, exist_ok=True)
@@ -611,7 +615,7 @@ def build(root: Path, html_dir: Path | None = None, *, pdf: bool = True) -> dict
     problems: list[str] = []
     for path in decks(root):
         deck = parse_deck(path)
-        chapter = load_chapter(root, deck.unit)
+        chapter = load_chapter(root, deck.unit, executed.get(deck.unit))
         found = check_deck(deck, chapter, executed=True)
         if found:
             problems += found

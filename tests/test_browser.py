@@ -12,42 +12,25 @@ with a summary (sizes, timings) in summary.json.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import yaml
 
-from booksite import BUILD, HTML, ROOT, built_book, loopback_only
+from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
+from lmcourse.slides import CHROMIUM_ARGS, chromium as chromium_binary
 
 pytestmark = pytest.mark.slow
 
 SCREENSHOTS = BUILD / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-
-
-def _chromium() -> str | None:
-    """The Chromium binary: $LMCOURSE_CHROMIUM, else Debian's /usr/bin/chromium, else PATH."""
-    for candidate in (os.environ.get("LMCOURSE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
-
-
 def _pages_from_toc() -> list[str]:
     """Pages a reader can reach: every _toc.yml entry, plus Sphinx's search and index pages."""
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
@@ -82,24 +65,14 @@ class PageVisit:
     seconds: float = 0.0
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep pytest's output for failures
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
     """The built site over HTTP on a free loopback port (as a reader's browser gets it)."""
     book = built_book()
     if not (HTML / "intro.html").exists():
         pytest.fail(f"the book was not built; see test_book.py and book/_build/test-build.log:\n{book.log_tail(30)}")
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve(HTML) as url:
+        yield url
 
 
 # JavaScript run in the page once it has loaded.
@@ -146,7 +119,7 @@ _INSPECT = r"""() => {
 @pytest.fixture(scope="module")
 def visits(server, tmp_path_factory):
     """Open every page once in headless Chromium and record what it shows."""
-    chromium = _chromium()
+    chromium = chromium_binary()
     if chromium is None:
         reason = ("Chromium is not installed: the Debian packages `chromium` and `chromium-driver` are needed "
                   "(`make test` installs them when run as root, through tools/ensure-system-deps.sh)")
