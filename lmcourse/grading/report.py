@@ -46,6 +46,11 @@ def feedback_html(result: Result | dict, student_id: str) -> str:
     problems = "".join(f"<li><code>{e(str(p.get('status')))}</code> {e(str(p.get('message')))}</li>"
                        for p in result.problems)
     banner = "" if result.status == "ok" else f"<p class=status><b>{e(result.status)}</b>: {e(result.message)}</p>"
+    score = f"<b>Score: {result.score:g} / {result.max_score:g}</b>"
+    if not result.graded:  # the grader's failure: no score to show, and its reason (paths, nodes) is the instructor's
+        score = "<b>Not graded yet</b>"
+        banner = ("<p class=status><b>grader-error</b>: the grader failed on this submission; this is not a problem "
+                  "with your notebook. Your instructor has the details, and it will be graded again.</p>")
     todo = readiness(result)["todo"] if result.readiness else []
     if todo:  # the same reading of the result as `lmcourse check`'s summary
         banner += (f"<p class=status><b>Not written yet</b> (still raising NotImplementedError, or missing): "
@@ -54,7 +59,7 @@ def feedback_html(result: Result | dict, student_id: str) -> str:
 <html lang=en><head><meta charset=utf-8><title>Feedback: {e(result.assignment)} · {e(student_id)}</title>
 <style>{_CSS}</style></head><body>
 <h1>{e(result.assignment)}: feedback for {e(student_id)}</h1>
-<p><b>Score: {result.score:g} / {result.max_score:g}</b></p>
+<p>{score}</p>
 {banner}
 {f'<h2>Problems with the notebook</h2><ul>{problems}</ul>' if problems else ''}
 <h2>Checks</h2>
