@@ -151,6 +151,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip grading the solution and the release on this machine first (not recommended)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    slurm = p.add_argument_group("on a Slurm cluster (one array task per submission; see the book's grading page)")
+    mode = slurm.add_mutually_exclusive_group()
+    mode.add_argument("--slurm", action="store_true", help="write a round of Slurm jobs for the submissions that need "
+                                                          "grading (a preflight job, then an array job), instead of grading here")
+    mode.add_argument("--collect", action="store_true", help="merge the finished Slurm tasks' results into --out "
+                                                            "(grades.csv, students/, --gradebook), as a local run writes them")
+    slurm.add_argument("--submit", action="store_true", help="with --slurm: also sbatch the round (else run its submit.sh)")
+    slurm.add_argument("--partition", help="Slurm partition for the jobs")
+    slurm.add_argument("--gpus-per-task", type=int, default=0, help="GPUs per task (default 0); with --tier auto, "
+                                                                    "1 or more means the GPU tier")
+    slurm.add_argument("--time", help="time limit per task in Slurm's format (default: the assignment's grading budget)")
+    slurm.add_argument("--cpus-per-task", type=int, default=2, help="CPU cores per task (default 2)")
+    slurm.add_argument("--mem", help="memory per task, e.g. 16G (default: the partition's)")
+    slurm.add_argument("--max-running", type=int, help="at most this many tasks at once")
+    slurm.add_argument("--sbatch-arg", action="append", default=[], metavar="OPTION",
+                       help="one more sbatch option for both jobs, e.g. --sbatch-arg=--account=cs336 (repeatable)")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("leaderboard", help="(instructors) rank a graded cohort's grader-verified training results "

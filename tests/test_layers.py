@@ -22,7 +22,7 @@ CHAIN = ["lmcourse.cli", "lmcourse.grading.cli", "lmcourse.grading.batch", "lmco
 INSIDE = "lmcourse.grading.sandbox.inside"
 # Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
 LAYOUT = ["lmcourse.grading." + m for m in (
-    "cli", "batch", "gradebook", "gradescope", "leaderboard", "preflight", "runner", "report", "result", "bounded", "notebook",
+    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "preflight", "runner", "report", "result", "bounded", "notebook",
     "plugin", "rules", "seq2seq", "compare", "training", "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
 
 

@@ -4,7 +4,10 @@
 #   bubblewrap          namespaces for the grader's student-code worker
 #   npm                 MathJax 3 is vendored from the npm registry at build time
 #                       (`npm ci`, run by `lmcourse book`), so maths renders offline
-#   chromium, chromium-driver   the browser test drives headless Chromium  Safe to re-run: a machine that has them costs one
+#   chromium, chromium-driver   the browser test drives headless Chromium
+#   slurmctld, slurmd, slurm-client, munge   tests/test_slurm.py grades through a
+#                       single-node Slurm that it starts (tests/slurmcluster.py)
+# Safe to re-run: a machine that has them costs one
 # `command -v` per package.  Without root or apt it only prints what is
 # missing and exits 0: the code falls back (e.g. the grader's sandbox says
 # "partial" isolation without bubblewrap).
@@ -17,6 +20,10 @@ NEEDED=(
   "npm:npm"
   "chromium:chromium"
   "chromedriver:chromium-driver"
+  "slurmctld:slurmctld"
+  "slurmd:slurmd"
+  "sbatch:slurm-client"
+  "munged:munge"
 )
 
 missing=()

@@ -14,6 +14,7 @@ The path of a submission, top-down; no module imports one above it
 (``tests/test_layers.py``)::
 
     cli         lmcourse grade | check | gradescope | leaderboard
+    slurm       a folder on a Slurm cluster: one array task per submission, collected with batch's writers
     batch       a folder: runner processes in a thread pool; the only writer of results
     gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
     gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner

@@ -34,6 +34,10 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     if not args.submissions.is_dir():
         raise CommandError(f"{args.submissions} is not a folder (expected <student>.ipynb or <student>/{args.assignment}/"
                            f"{args.assignment}.ipynb inside)")
+    if getattr(args, "slurm", False) or getattr(args, "collect", False):
+        return _grade_on_slurm(root, args)
+    if getattr(args, "submit", False):
+        raise CommandError("--submit goes with --slurm (it submits the round that --slurm writes)")
     try:
         summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                             tier=resolve_tier(args.tier), gradebook=args.gradebook,
@@ -42,6 +46,28 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     except (FileNotFoundError, GraderError) as err:
         raise CommandError(str(err)) from None
     return 1 if summary["grader_errors"] else 0
+
+
+def _grade_on_slurm(root: Path, args: argparse.Namespace) -> int:
+    """``--slurm`` writes (and submits) a round of jobs; ``--collect`` gathers their results (`lmcourse.grading.slurm`)."""
+    from lmcourse.errors import CommandError, GraderError
+    from lmcourse.grading import slurm
+
+    if getattr(args, "no_preflight", False):
+        raise CommandError("--no-preflight does not go with --slurm or --collect: a round's array job runs only after "
+                           "its preflight job has passed on a node like theirs")
+    try:
+        if args.collect:
+            summary = slurm.collect(root, args.assignment, args.submissions, args.out, gradebook=args.gradebook)
+            return 1 if summary["grader_errors"] or summary["queued"] or summary["unsubmitted"] else 0
+        options = slurm.Options(partition=args.partition, gpus_per_task=args.gpus_per_task, time=args.time,
+                                cpus_per_task=args.cpus_per_task, mem=args.mem, max_running=args.max_running,
+                                sbatch_args=list(args.sbatch_arg))
+        slurm.prepare(root, args.assignment, args.submissions, args.out, tier=args.tier, options=options,
+                      force=args.force, submit=args.submit)
+    except (FileNotFoundError, GraderError) as err:
+        raise CommandError(str(err)) from None
+    return 0
 
 
 def check(root: Path, args: argparse.Namespace) -> int:
