@@ -246,6 +246,19 @@ def _quiz_dependency(app, docname, source) -> None:
             app.env.note_dependency(str(quizzes))
 
 
+GRADING_COST = "<!-- lmcourse: grading-cost -->"  # book/course/grading.md: where the measured costs go
+
+
+def _grading_costs(app, docname, source) -> None:
+    """The grading page's table of measured costs, from instructors/grading-cost.json (rebuilt when it changes)."""
+    if GRADING_COST in source[0]:
+        from lmcourse.instructors import cohort_cost_table
+
+        root = Path(app.srcdir).parent
+        app.env.note_dependency(str(root / "instructors" / "grading-cost.json"))
+        source[0] = source[0].replace(GRADING_COST, cohort_cost_table(root))
+
+
 def _self_checks(app, pagename, templatename, context, doctree) -> None:
     """Fill each self-check placeholder a chapter's cell left with the questions (lmcourse.quiz)."""
     if "body" in context and "lmcourse-self-check" in context["body"]:
@@ -257,6 +270,7 @@ def _self_checks(app, pagename, templatename, context, doctree) -> None:
 def setup(app):
     """Sphinx entry point (book/_config.yml: sphinx.extra_extensions)."""
     app.connect("source-read", _quiz_dependency)
+    app.connect("source-read", _grading_costs)
     app.connect("html-page-context", _self_checks)
     app.connect("builder-inited", lambda app: _check_mathjax(app, app.config))
     app.connect("html-page-context", _dedupe_scripts, priority=900)

@@ -115,7 +115,8 @@ code{{background:#f4f4f4;padding:0 .2rem}} .materials{{background:#f6f8fa;paddin
 
 def has_gpu_tier(root: Path, unit: str) -> bool:
     """Whether the unit's hidden checks have a GPU tier (a training check with a larger run under CUDA)."""
-    return any("GPU_THRESHOLD" in p.read_text(encoding="utf-8") for p in (root / "autograder" / unit).glob("*.py"))
+    return any(re.search(r"GPU_THRESHOLD|tier == \"gpu\"", p.read_text(encoding="utf-8"))
+               for p in (root / "autograder" / unit).glob("*.py"))
 
 
 def cost_table(root: Path, unit: str) -> str:
@@ -138,6 +139,48 @@ def cost_table(root: Path, unit: str) -> str:
             "of the largest process):\n\n| tier | wall time | peak memory | machine | date |\n| --- | --- | --- | --- | --- |\n"
             + "\n".join(rows) + "\n\nA cohort graded with `--jobs N` takes about (students / N) times as long "
             "on a machine with N free cores.\n")
+
+
+def cohort_cost_table(root: Path) -> str:
+    """Every assignment's grading cost (instructors/grading-cost.json) and budget, as Markdown, for the book's
+    public grading page; with the Slurm overhead `benchmarks/slurm.py --record` measured."""
+    import json
+
+    from lmcourse.course import Course
+    from lmcourse.grading.batch import runner_timeout
+    from lmcourse.grading.slurm import STARTUP_SECONDS
+
+    path = root / NOTES_SRC / "grading-cost.json"
+    measured = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    rows = []
+    for assignment in Course(root).assignment_ids():
+        cpu, gpu = measured.get(assignment, {}).get("cpu"), measured.get(assignment, {}).get("gpu")
+        budget = runner_timeout(root, assignment)
+        if gpu:
+            on_gpu = f"{gpu['seconds']} s ({gpu['machine']})"
+        elif has_gpu_tier(root, assignment):
+            on_gpu = "not measured yet"
+        else:
+            on_gpu = "no GPU tier (no training check)"
+        rows.append(f"| `{assignment}` | " + (f"{cpu['seconds']} s | {cpu['peak_mb']:,} MB | "
+                                             f"{cpu['seconds'] * 100 / 2 / 60:.0f} min"
+                                             if cpu else "not measured yet | | ")
+                    + f" | {on_gpu} | {budget / 60:.0f} min | {(budget + STARTUP_SECONDS) / 60:.0f} min |")
+    machines = sorted({m["machine"] for a, tiers in measured.items() if not a.startswith("_")
+                       for m in tiers.values()})
+    table = ("| assignment | CPU tier, one submission | peak memory | 100 students, `--jobs 2` | GPU tier, one "
+             "submission | budget | Slurm `--time` default |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+             + "\n".join(rows) + "\n")
+    if machines:
+        table += f"\nMeasured on: {'; '.join(machines)}.\n"
+    for assignment, m in sorted(measured.get("_slurm", {}).items()):
+        table += (f"\nThrough a single-node Slurm ({m['machine']}, `python benchmarks/slurm.py --record`, "
+                  f"{m['date']}), {m['submissions']} honest `{assignment}` notebooks took {m['slurm_seconds']} s a "
+                  f"submission from `--slurm --submit` to `--collect`, against {m['local_seconds']} s for a local "
+                  f"`lmcourse grade --jobs 2`: a task costs about {m['overhead_seconds']} s more than a local grade "
+                  f"(each task starts its own grader process, {m['task_seconds']} s with the grading, and waits for "
+                  "the scheduler), small next to the training checks' seconds above.\n")
+    return table
 
 
 def build(root: Path, units: list[str]) -> Path:
