@@ -263,3 +263,18 @@ def test_check_report_says_when_isolation_is_partial():
     assert "✗ check: b  [0/1]  (function g)" in text and "expected 4, found 5" in text
     assert text.index("Part 1 — A") < text.index("✓ check: a") < text.index("Part 2 — B") < text.index("✗ check: b")
     assert "hidden checks worth 5 points" in text and "not ready to submit yet" in text
+
+
+def test_the_isolation_line_tells_the_three_plans_apart():
+    from lmcourse.grading.report import isolation_line
+    from lmcourse.grading.sandbox.plan import make_plan
+
+    assert "as a separate user" in isolation_line("full: uid 4242, private network, private PID namespace; rlimits")
+    without_root = isolation_line("full, without root: a user namespace (your uid, 1000), private network; rlimits")
+    assert without_root.startswith("isolation: full (") and "separate user" not in without_root
+    assert "sandbox of its own" in without_root
+    assert isolation_line("partial: not root (uid 1000) and bubblewrap (bwrap) is not installed; rlimits") \
+        .startswith("isolation: partial (")
+    # The plan this machine gives says which of them it is, in the words isolation_line reads.
+    plan = make_plan(None, force_no_bwrap=False, allocate=False)
+    assert plan.description.startswith("full" if plan.mode == "bwrap" else "partial")

@@ -141,6 +141,8 @@ def isolation_line(isolation: str, verbose: bool = False) -> str:
     iso = str(isolation or "")
     if verbose or not iso:
         return f"isolation: {iso or 'none (nothing was run)'}"
+    if iso.startswith("full, without root"):  # bubblewrap in a user namespace: a sandbox of its own, your uid
+        return "isolation: full (your code ran in a sandbox of its own, without network, with time and memory limits)"
     if iso.startswith("full"):
         return "isolation: full (your code ran as a separate user, without network, with time and memory limits)"
     if iso.startswith("partial"):

@@ -35,9 +35,17 @@ Layers
   ``chmod o-rwx`` the hidden checks), and `isolation` says "partial" with the
   reasons.  If the Python install cannot be read by another uid (e.g. under
   /root), `Worker` raises `SandboxError` rather than run student code as root.
-* Not root (a student's laptop, ``lmcourse check``): supervisor (subreaper:
-  double-forked orphans come back to it and die with it) + process group +
-  rlimits + timeouts; `isolation` says "partial" and why.
+* Not root, with a bubblewrap that can make a user namespace (a grader's
+  cluster account, a laptop with bubblewrap): the same namespaces and
+  filesystem view as under root, inside a user namespace, keeping the
+  caller's uid (RLIMIT_NPROC then counts the caller's own tasks, so the
+  worker gets ``max_processes`` on top of those); `isolation` says "full,
+  without root". (tests/test_cheats.py runs the whole cheating suite again
+  as a uid that is not root.)
+* Not root without it (a laptop whose kernel forbids user namespaces,
+  ``lmcourse check``): supervisor (subreaper: double-forked orphans come back
+  to it and die with it) + process group + rlimits + timeouts; `isolation`
+  says "partial" and why.
 * ``isolate=False``: the partial layers only (as root: a fresh uid when the
   Python install allows it, else root -- for the caller's own trusted tests).
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .messages import SandboxError
+from .plan import user_namespace
 from .staging import SANDBOX_BOOT, SANDBOX_HOME
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]      # lmcourse/: notebooks import its public modules
@@ -46,7 +47,7 @@ def command(bwrap: str, folder: Path, python_args: list[str], *, info_fd: int, g
     the Python install and venv, the public lmcourse package, the staged `folder`, nothing else;
     private PID, network, IPC and UTS namespaces."""
     d = folder
-    cmd = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    cmd = [bwrap, *user_namespace(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--info-fd", str(info_fd),
            "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):

@@ -1,6 +1,7 @@
 """What isolation this machine can give a worker: host capabilities in, a `Plan` out.
 
-Full isolation needs root and a working bubblewrap; without them the plan
+Full isolation needs a working bubblewrap: as root with a fresh uid, without
+root inside a user namespace (where the kernel allows one); without it the plan
 says, in words shown to the instructor (``isolation``), which layers are
 left and what is not protected. It never runs student code as root by
 accident (`SandboxError` instead).
@@ -35,6 +36,11 @@ class Plan:
 _CACHE: dict = {}
 
 
+def user_namespace() -> list[str]:
+    """bwrap's flag for a user namespace when not root (no privileges to make the other namespaces without one)."""
+    return [] if os.geteuid() == 0 else ["--unshare-user"]
+
+
 def bwrap_status() -> tuple[bool, str]:
     """(usable, version or reason), checked once per process."""
     if "bwrap" in _CACHE:
@@ -45,7 +51,7 @@ def bwrap_status() -> tuple[bool, str]:
     else:
         try:
             cp = subprocess.run(
-                [exe, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+                [exe, *user_namespace(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
                  "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"],
                 stdin=subprocess.DEVNULL, capture_output=True, timeout=20, text=True)
             if cp.returncode == 0:
@@ -114,10 +120,18 @@ def make_plan(isolate: bool | None, *, force_no_bwrap: bool, allocate: bool = Tr
         return Plan("supervised", description=f"partial: isolation turned off by the caller; {who}{common}; "
                      "no private network, the course files are readable")
     if os.geteuid() != 0:
+        # Without root (a cluster account, a laptop) bubblewrap can still give the worker namespaces of its
+        # own, inside a user namespace, where the kernel allows unprivileged ones: the same view of the
+        # filesystem and no network, only no uid of its own (it keeps yours, outside its view).
+        ok, info = (False, "disabled for this worker") if force_no_bwrap else bwrap_status()
+        if ok:
+            return Plan("bwrap", bwrap=shutil.which("bwrap"),
+                        description=f"full, without root: a user namespace (your uid, {os.geteuid()}), private "
+                        f"network, private PID namespace, private filesystem view ({info}); {common}")
         if isolate:
-            raise SandboxError("full isolation needs root (a private uid, network and filesystem view)")
-        return Plan("supervised", description=f"partial: not root (uid {os.geteuid()}); {common}; the student "
-                     "code runs as you, with network access, and can read the course files")
+            raise SandboxError(f"full isolation is not available without root here: {info}")
+        return Plan("supervised", description=f"partial: not root (uid {os.geteuid()}) and {info}; {common}; the "
+                     "student code runs as you, with network access, and can read the course files")
     uid = allocate_uid() if allocate else 0
     ok, info = (False, "disabled for this worker") if force_no_bwrap else bwrap_status()
     if ok:
