@@ -10,6 +10,7 @@ share live in `lmcourse.errors`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -34,6 +35,13 @@ def grade(root: Path, args: argparse.Namespace) -> int:
     if not args.submissions.is_dir():
         raise CommandError(f"{args.submissions} is not a folder (expected <student>.ipynb or <student>/{args.assignment}/"
                            f"{args.assignment}.ipynb inside)")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        if not os.access(args.out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        raise CommandError(f"--out {args.out}: cannot create or write to it ({err.strerror}); choose a folder "
+                           "you can write to") from None
     if getattr(args, "slurm", False) or getattr(args, "collect", False):
         return _grade_on_slurm(root, args)
     if getattr(args, "submit", False):
