@@ -129,6 +129,11 @@ def test_submit_without_slurm_and_collect_without_a_round_say_what_to_do(tmp_pat
     assert run.returncode == 1 and "--submit goes with --slurm" in run.stderr
     run = lmcourse("grade", AID, subs, "--out", tmp_path / "out", "--course", FIXTURE, "--slurm", "--no-preflight")
     assert run.returncode == 1 and "preflight" in run.stderr
+    (tmp_path / "a-file").write_text("")
+    for mode in ([], ["--slurm"], ["--collect"]):
+        run = lmcourse("grade", AID, subs, "--out", tmp_path / "a-file" / "out", "--course", FIXTURE, *mode)
+        assert run.returncode == 1 and "--out" in run.stderr and "cannot create" in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr
 
 
 def test_a_task_grades_only_after_its_preflight_passed(tmp_path):

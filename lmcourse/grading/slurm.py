@@ -492,15 +492,18 @@ def run_task(round_dir: Path, index: int) -> int:
     if problem:
         result = Result.failed(assignment_id, Status.GRADER_ERROR, problem)
     else:
-        runner = Runner(root, assignment_id, tier)
-        healthy = False
+        runner, healthy = None, False
         try:
+            runner = Runner(root, assignment_id, tier)
             result = runner.grade(notebook, runner_timeout(root, assignment_id))
             healthy = True
         except RunnerFailure as err:
             result = Result.failed(assignment_id, Status.GRADER_ERROR, str(err))
+        except Exception as err:  # a bug of ours or the node's (cannot start a process, disk full): never a grade
+            result = Result.failed(assignment_id, Status.GRADER_ERROR, f"{type(err).__name__}: {err}")
         finally:
-            runner.close(kill=not healthy)
+            if runner is not None:
+                runner.close(kill=not healthy)
     job = os.environ.get("SLURM_ARRAY_JOB_ID")
     result.extra_data = {"student_id": student, "key": key if result.graded else None, "slurm": {
         "round": data["round"], "task": f"{job}_{index}" if job else None, "node": _node(), "submitted_key": key,
