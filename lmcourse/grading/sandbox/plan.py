@@ -51,8 +51,9 @@ def bwrap_status() -> tuple[bool, str]:
     else:
         try:
             cp = subprocess.run(
-                [exe, *user_namespace(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-                 "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"],
+                [exe, *user_namespace(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+                 "--die-with-parent", "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                 "--", "true"],
                 stdin=subprocess.DEVNULL, capture_output=True, timeout=20, text=True)
             if cp.returncode == 0:
                 ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
