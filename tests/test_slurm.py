@@ -150,6 +150,19 @@ def test_a_task_grades_only_after_its_preflight_passed(tmp_path):
     assert result["extra_data"]["key"] is None
 
     (folder / "preflight.json").write_text(json.dumps({"passed": True, "verdict": "ok", "node": "here"}))
+    # A node that cannot see the submissions (not on a shared filesystem): the grader's failure, never a 0.
+    (subs.parent / "elsewhere").mkdir()
+    subs.rename(subs.parent / "elsewhere" / "subs")
+    done = subprocess.run(task, capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    result = json.loads((folder / "results" / "alice.json").read_text())
+    assert result["status"] == "grader-error" and "cannot see the submissions folder" in result["message"]
+    preflight = subprocess.run([sys.executable, "-m", "lmcourse.grading.slurm", "preflight", str(folder)],
+                               capture_output=True, text=True)
+    assert preflight.returncode == 4 and "cannot see the submissions folder" in preflight.stderr
+    assert json.loads((folder / "preflight.json").read_text())["passed"] is False
+    (subs.parent / "elsewhere" / "subs").rename(subs)
+    (folder / "preflight.json").write_text(json.dumps({"passed": True, "verdict": "ok", "node": "here"}))
     done = subprocess.run(task, capture_output=True, text=True, env=dict(os.environ, LMCOURSE_TIER="cpu"))
     assert done.returncode == 0, done.stderr
     result = json.loads((folder / "results" / "alice.json").read_text())

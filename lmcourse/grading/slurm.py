@@ -177,7 +177,8 @@ def _environment(tier: str) -> list[str]:
     return lines
 
 
-def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], tier: str, options: Options) -> Path:
+def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], tier: str, options: Options,
+                submissions: Path | None = None) -> Path:
     """A new round folder holding tasks.json and the three scripts; returns it."""
     existing = rounds(out)
     number = int(ROUND.match(existing[-1].name).group(1)) + 1 if existing else 1
@@ -186,6 +187,7 @@ def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], ti
     (folder / "results").mkdir()
     atomic_write(folder / "tasks.json", json.dumps({
         "assignment": assignment_id, "root": str(root), "out": str(out), "tier": tier, "round": number,
+        "submissions": os.path.abspath(submissions) if submissions is not None else None,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"), "python": sys.executable,
         "tasks": [{"index": i, "student": sub.student, "notebook": os.path.abspath(sub.path), "key": key}
                   for i, (sub, key) in enumerate(todo)]}, indent=1))
@@ -339,7 +341,9 @@ class Cohort:
         elif preflight is None:
             line = _last_line(folder / "logs" / f"preflight-{jobs.get('preflight')}.out")
             why = (f"the preflight job {jobs.get('preflight')} of {folder.name} ended without a verdict (state "
-                   f"{job_state(str(jobs.get('preflight'))) or 'unknown'})" + (f"; its log ends: {line}" if line else ""))
+                   f"{job_state(str(jobs.get('preflight'))) or 'unknown'})" + (f"; its log ends: {line}" if line else
+                   "; it left no log: is the output folder on a filesystem the compute nodes share, at the same "
+                   "path?"))
         else:
             log = folder / "logs" / f"task-{task_id}.out"
             line, state = _last_line(log), job_state(task_id)
@@ -399,7 +403,7 @@ def prepare(root: Path, assignment_id: str, submissions: Path, out: Path, *, tie
         return summary
     later = todo[MAX_TASKS:]
     todo = todo[:MAX_TASKS]
-    folder = write_round(root, assignment_id, out, todo, tier, options)
+    folder = write_round(root, assignment_id, out, todo, tier, options, submissions)
     summary.update(round=str(folder), todo=len(todo), later=len(later))
     if later:
         log(f"{len(later)} more submission(s) than one array job may hold ({MAX_TASKS}): run this command again once "
@@ -445,6 +449,15 @@ def _cuda_problem(tier: str) -> str | None:
             f"a GPU --partition) or grade the CPU tier (--tier cpu)")
 
 
+def _unseen(data: dict) -> str | None:
+    """The folder of submissions when this node cannot see it (not on a filesystem the nodes share)."""
+    folder = data.get("submissions")
+    if folder and not Path(folder).is_dir():
+        return (f"node {_node()} cannot see the submissions folder {folder}: put it on a filesystem the compute "
+                f"nodes share, at the same path")
+    return None
+
+
 def run_preflight(round_dir: Path) -> int:
     """The preflight job: grade the solution and the release here; write preflight.json; exit 0 only if it held."""
     from lmcourse.grading.preflight import preflight_in_subprocess
@@ -453,7 +466,7 @@ def run_preflight(round_dir: Path) -> int:
     data = manifest(round_dir)
     started = time.perf_counter()
     try:
-        problem = _cuda_problem(data["tier"])
+        problem = _unseen(data) or _cuda_problem(data["tier"])
         if problem:
             raise GraderError(f"preflight of {data['assignment']} failed: {problem}")
         verdict, passed = preflight_in_subprocess(Path(data["root"]), data["assignment"], data["tier"]), True
@@ -488,7 +501,7 @@ def run_task(round_dir: Path, index: int) -> int:
                    if preflight else f"the preflight of {round_dir.name} has not run: submit the round with its "
                                      f"submit.sh, which starts the array only after the preflight passed")
     else:
-        problem = _cuda_problem(tier)
+        problem = _unseen(data) or _cuda_problem(tier)
     if problem:
         result = Result.failed(assignment_id, Status.GRADER_ERROR, problem)
     else:
