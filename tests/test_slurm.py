@@ -191,6 +191,12 @@ def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch
     assert (second["todo"], second["queued"], second["later"]) == (2, 2, 0)
     names = lambda n: [t["student"] for t in slurm.manifest(out / "slurm" / f"round-{n}")["tasks"]]  # noqa: E731
     assert names(1) == ["alice", "bob"] and names(2) == ["carol", "dave"]
+    # A round whose writing was interrupted (no tasks.json) is named and passed over, not fatal.
+    (out / "slurm" / "round-3").mkdir()
+    said.clear()
+    third = slurm.prepare(FIXTURE, AID, subs, out, log=said.append)
+    assert any("round-3: its tasks.json is missing" in line for line in said), said
+    assert third["todo"] == 2 and names(4) == ["carol", "dave"]  # round 2 was never submitted: written again
 
 
 def test_the_grading_pages_cost_table_covers_every_assignment_and_says_what_was_not_measured():

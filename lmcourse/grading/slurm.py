@@ -182,8 +182,15 @@ def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], ti
     """A new round folder holding tasks.json and the three scripts; returns it."""
     existing = rounds(out)
     number = int(ROUND.match(existing[-1].name).group(1)) + 1 if existing else 1
-    folder = slurm_dir(out) / f"round-{number}"
-    (folder / "logs").mkdir(parents=True)
+    slurm_dir(out).mkdir(parents=True, exist_ok=True)
+    while True:  # a second --slurm writing at the same moment takes the next number
+        folder = slurm_dir(out) / f"round-{number}"
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            number += 1
+    (folder / "logs").mkdir()
     (folder / "results").mkdir()
     atomic_write(folder / "tasks.json", json.dumps({
         "assignment": assignment_id, "root": str(root), "out": str(out), "tier": tier, "round": number,
@@ -309,10 +316,16 @@ class Cohort:
 
     def __init__(self, out: Path):
         self.out = Path(out)
-        self.rounds = rounds(self.out)
+        self.rounds, self.broken = [], []
         self.latest: dict[tuple[str, str], tuple[Path, dict]] = {}  # the newest round that holds a submission
-        for folder in self.rounds:
-            for task in manifest(folder)["tasks"]:
+        for folder in rounds(self.out):
+            try:
+                tasks = manifest(folder)["tasks"]
+            except GraderError:  # a round whose writing was interrupted: nothing of it was submitted
+                self.broken.append(folder)
+                continue
+            self.rounds.append(folder)
+            for task in tasks:
                 self.latest[task["student"], task["key"]] = (folder, task)
         self.jobs = {folder: _jobs(folder) for folder in self.rounds}
         self.active = active_tasks([j for info in self.jobs.values() if info
@@ -378,6 +391,8 @@ def prepare(root: Path, assignment_id: str, submissions: Path, out: Path, *, tie
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = grader_fingerprint(root, assignment_id, tier)
     cohort = Cohort(out)
+    for folder in cohort.broken:
+        log(f"ignored {folder}: its tasks.json is missing or unreadable (an interrupted --slurm; delete the folder)")
     todo, graded, queued = [], [], []
     for sub in subs:
         key = submission_key(sub.path, fingerprint)
@@ -545,6 +560,8 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
     root, out = Path(root).resolve(), Path(out).resolve()
     load_release(root, assignment_id)
     cohort = Cohort(out)
+    for folder in cohort.broken:
+        log(f"ignored {folder}: its tasks.json is missing or unreadable (an interrupted --slurm; delete the folder)")
     if not cohort.rounds:
         raise GraderError(f"{out} holds no Slurm round ({SLURM}/round-*): write and submit one first with "
                           f"`lmcourse grade {assignment_id} SUBMISSIONS --out {out} --slurm --submit`")
