@@ -173,13 +173,18 @@ def cohort_cost_table(root: Path) -> str:
              + "\n".join(rows) + "\n")
     if machines:
         table += f"\nMeasured on: {'; '.join(machines)}.\n"
-    for assignment, m in sorted(measured.get("_slurm", {}).items()):
-        table += (f"\nThrough a single-node Slurm ({m['machine']}, `python benchmarks/slurm.py --record`, "
-                  f"{m['date']}), {m['submissions']} honest `{assignment}` notebooks took {m['slurm_seconds']} s a "
-                  f"submission from `--slurm --submit` to `--collect`, against {m['local_seconds']} s for a local "
-                  f"`lmcourse grade --jobs 2`: a task costs about {m['overhead_seconds']} s more than a local grade "
-                  f"(each task starts its own grader process, {m['task_seconds']} s with the grading, and waits for "
-                  "the scheduler), small next to the training checks' seconds above.\n")
+    slurm = measured.get("_slurm", {})
+    if slurm:
+        first = next(iter(slurm.values()))
+        table += ("\nA Slurm task costs a little more than a local grade: it starts its own grader process, and "
+                  "waits for the scheduler. Measured through a single-node Slurm by `python benchmarks/slurm.py "
+                  f"--record` ({first['machine']}, {first['date']}), two at a time both ways, seconds per "
+                  "submission from `--slurm --submit` to `--collect` against a local `lmcourse grade --jobs 2` of "
+                  "the same notebooks:\n\n| assignment | notebooks | local | Slurm | a task's overhead | a task "
+                  "alone (start and grade) |\n| --- | --- | --- | --- | --- | --- |\n")
+        table += "\n".join(f"| `{a}` | {m['submissions']} | {m['local_seconds']} s | {m['slurm_seconds']} s | "
+                            f"+{m['overhead_seconds']} s | {m['task_seconds']} s |" for a, m in sorted(slurm.items()))
+        table += "\n"
     return table
 
 
