@@ -184,9 +184,12 @@ def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch
     (out / "slurm" / "round-1" / "jobs.json").write_text('{"preflight": "40", "array": "41"}')
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "squeue").write_text('#!/bin/sh\n[ "$4" = 41 ] && printf "41_0|PENDING\\n41_1|PENDING\\n"\nexit 0\n')
+    # Slurm 22.05's squeue: a job it has forgotten (finished more than MinJobAge ago) is an error, exit 1.
+    (bin_dir / "squeue").write_text('#!/bin/sh\n[ "$4" = 41 ] && printf "41_0|PENDING\\n41_1|PENDING\\n" && exit 0\n'
+                                    'echo "slurm_load_jobs error: Invalid job id specified" >&2\nexit 1\n')
     (bin_dir / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert slurm.active_tasks(["40", "41"]) == {"41_0", "41_1"}, "a forgotten job is finished, not 'cannot tell'"
     second = slurm.prepare(FIXTURE, AID, subs, out, log=said.append)
     assert (second["todo"], second["queued"], second["later"]) == (2, 2, 0)
     names = lambda n: [t["student"] for t in slurm.manifest(out / "slurm" / f"round-{n}")["tasks"]]  # noqa: E731
@@ -197,6 +200,8 @@ def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch
     third = slurm.prepare(FIXTURE, AID, subs, out, log=said.append)
     assert any("round-3: its tasks.json is missing" in line for line in said), said
     assert third["todo"] == 2 and names(4) == ["carol", "dave"]  # round 2 was never submitted: written again
+    forced = slurm.prepare(FIXTURE, AID, subs, out, force=True, log=said.append)
+    assert (forced["todo"], forced["queued"]) == (2, 0) and names(5) == ["alice", "bob"]  # queued or not
 
 
 def test_the_grading_pages_cost_table_covers_every_assignment_and_says_what_was_not_measured():

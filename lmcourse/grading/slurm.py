@@ -390,8 +390,8 @@ def prepare(root: Path, assignment_id: str, submissions: Path, out: Path, *, tie
         log(f"skipped {s}")
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = grader_fingerprint(root, assignment_id, tier)
-    cohort = Cohort(out)
-    for folder in cohort.broken:
+    cohort = None if force else Cohort(out)  # --force submits everything: no need to ask Slurm what runs
+    for folder in cohort.broken if cohort else []:
         log(f"ignored {folder}: its tasks.json is missing or unreadable (an interrupted --slurm; delete the folder)")
     todo, graded, queued = [], [], []
     for sub in subs:
