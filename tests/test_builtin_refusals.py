@@ -269,7 +269,7 @@ def test_the_recurrent_refusal_says_what_it_always_said():
 def test_the_other_probes_refuse_too(student):
     """The training probes and the fake-device run keep the refusal (it is not one of their inconclusive ends)."""
     with pytest.raises(probes.BuiltinAttentionUsed):
-        probes.run_local("train_and_evaluate", student, fn="train", eval_inputs=X, no_builtin_attention=True)
+        probes.run_local("train_and_keep", student, fn="train", no_builtin_attention=True)
     with pytest.raises(probes.BuiltinAttentionUsed):
         probes.run_local("train_and_trace", student, fn="train", cls="Layer", no_builtin_attention=True)
     with pytest.raises(probes.BuiltinAttentionUsed):

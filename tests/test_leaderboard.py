@@ -22,11 +22,11 @@ TRAINING = "train_gpt: a GPT trained on TinyShakespeare's characters reaches the
 
 
 def _result(loss: float | None, *, passed: bool = True, tier: str = "cpu", status: Status = Status.OK,
-            assignment: str = "07-gpt", threshold: float | None = None) -> Result:
+            assignment: str = "07-gpt", threshold: float | None = None, protocol: int = lb.PROTOCOL) -> Result:
     tests = [CheckResult(name="encode: ids", score=2.0, max_score=2.0, status="passed"),
              CheckResult(name=TRAINING, score=4.0 if passed else 0.0, max_score=4.0,
                          status="passed" if passed else "failed",
-                         measured=None if loss is None else {"validation_loss": loss, **(
+                         measured=None if loss is None else {"validation_loss": loss, "protocol": protocol, **(
                              {} if threshold is None else {"threshold": threshold})})]
     return Result(score=6.0 if passed else 2.0, max_score=6.0, status=status, message="graded", output="",
                   assignment=assignment, tests=tests, tier=tier)
@@ -49,9 +49,10 @@ COHORT = {
 
 def test_measured_values_survive_results_json_and_are_absent_when_none():
     r = Result.loads(_result(1.9876).dumps())
-    assert r.tests[1].measured == {"validation_loss": 1.9876}
+    assert r.tests[1].measured == {"validation_loss": 1.9876, "protocol": lb.PROTOCOL}
     assert "measured" not in r.tests[0].to_json()  # most checks measure nothing: no key at all
-    assert r.to_gradescope()["tests"][1]["extra_data"]["measured"] == {"validation_loss": 1.9876}
+    assert r.to_gradescope()["tests"][1]["extra_data"]["measured"] == {"validation_loss": 1.9876,
+                                                                       "protocol": lb.PROTOCOL}
 
 
 def test_the_board_ranks_verified_losses_per_tier_with_shared_ranks(tmp_path):
@@ -64,7 +65,20 @@ def test_the_board_ranks_verified_losses_per_tier_with_shared_ranks(tmp_path):
     assert [(rank, e.student) for rank, e in board["gpu"]] == [(1, "fay"), (2, "gus")]
     assert [e.passed for _, e in board["cpu"]] == [True, True, True, True, False]
     # 06-bert's result is another assignment's; the grader error is not a grade; eve has no verified loss
-    assert counts == {"results": 9, "ranked": 7, "no_value": 1, "grader_error": 1, "unreadable": 0}
+    assert counts == {"results": 9, "ranked": 7, "no_value": 1, "stale": 0, "grader_error": 1, "unreadable": 0}
+
+
+def test_a_loss_measured_before_the_weights_were_read_first_is_not_ranked(tmp_path):
+    """A result of the old contract (no ``protocol``, or an older one: the model saw the evaluation batch before
+    its weights were read, so an untrained model could fit itself to it and rank first) is stale: not on the
+    board, counted, and the page says to grade it again."""
+    cohort = {"ada": _result(1.99), "old": _result(1.60, protocol=1), "older": _result(1.55)}
+    cohort["older"].tests[1].measured.pop("protocol")
+    grades = _grades(tmp_path, cohort)
+    entries, counts = lb.collect(grades, "07-gpt")
+    assert [e.student for e in entries] == ["ada"] and counts["stale"] == 2 and counts["ranked"] == 1
+    page = lb.build(grades, "07-gpt", show="student")[0].read_text()
+    assert ">old<" not in page and ">older<" not in page and "2 results graded by an older version" in page
 
 
 def test_the_page_escapes_names_loads_nothing_and_marks_runs_above_the_threshold(tmp_path):

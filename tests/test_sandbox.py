@@ -299,12 +299,14 @@ def test_probe_shapes_methods_training(probe_worker, trusted_module):
                              args=[x], kwargs={"p": 1}, tensors=True)
     assert type(out) is np.ndarray and out.tolist() == [6.0, 22.0]
     ev = np.ones((5, 4), np.float32)
-    got = probe_worker.probe("train_and_evaluate", fn="train", config={"steps": 3, "d": 4}, eval_inputs=ev,
-                             weights=True)
-    ref = probes.run_local("train_and_evaluate", trusted_module, fn="train", config={"steps": 3, "d": 4},
-                           eval_inputs=ev, weights=True)
+    kept = probe_worker.probe("train_and_keep", fn="train", config={"steps": 3, "d": 4})
+    got = probe_worker.probe("evaluate_kept", eval_inputs=ev)
+    ref_kept = probes.run_local("train_and_keep", trusted_module, fn="train", config={"steps": 3, "d": 4})
+    ref = probes.run_local("evaluate_kept", trusted_module, eval_inputs=ev)
     np.testing.assert_allclose(got["logits"], ref["logits"], rtol=1e-5)
-    assert set(got["state_dict"]) == set(ref["state_dict"])
+    assert set(kept["state_dict"]) == set(ref_kept["state_dict"]) and "logits" not in kept
+    with pytest.raises(StudentError, match="no trained model is kept"):  # evaluated once, then dropped
+        probe_worker.probe("evaluate_kept", eval_inputs=ev)
     with pytest.raises(StudentError) as e:
         probe_worker.probe("module_forward", cls="Missing", inputs=[x])
     assert e.value.kind == "missing" and "Missing" in e.value.message

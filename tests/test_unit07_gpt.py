@@ -16,6 +16,7 @@ special-token scan written by hand) must earn full marks, the trainer within the
 
 from __future__ import annotations
 
+from lmcourse.grading import training
 from lmcourse.grading.testing import Edit
 from unit_contract import UnitContract
 
@@ -378,6 +379,7 @@ class TestUnit07Gpt(UnitContract):
         assert list(measured) == [TRAINING]
         assert 1.9 < measured[TRAINING]["validation_loss"] <= 2.08
         assert measured[TRAINING].get("threshold") == 2.08  # shown on the leaderboard
+        assert measured[TRAINING].get("protocol") == training.PROTOCOL  # weights read first: rankable
 
 
 def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):

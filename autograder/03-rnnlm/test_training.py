@@ -41,12 +41,12 @@ what it does not):
 
 1. the character ids of the training and the validation text are relabelled
    by a permutation drawn from `secrets`, fresh for every grade;
-2. the student's `train_lm` trains in the worker and returns a model; the probe
-   `train_and_evaluate` asks it for logits on one batch: the whole validation
+2. the student's `train_lm` trains in the worker and returns a model, whose
+   weights are taken at once (`train_then_evaluate`); then it is asked for logits on one batch: the whole validation
    text in 16 lanes (from a zero state) plus 6 copies of random lanes whose
    tokens from a random position k on are replaced; the predictions before k
    must not move (causality);
-3. the probe also returns the model's state_dict; the assignment prescribes
+3. those weights (the state_dict taken before the batch reached the worker); the assignment prescribes
    the layout (RNNLM's table: `embedding`, `rnn` = the student's LSTM with
    `cell.weight_ih` ..., `output`; "use exactly the parameter names and
    shapes ... the grader loads weights into your modules by those names"),

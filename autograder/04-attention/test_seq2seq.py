@@ -14,12 +14,13 @@ the pieces that fit a sequence-to-sequence model scored by exact match:
    code cannot know in advance is the held-out strings: they are drawn from `training.secret_rng()`,
    fresh for every grade, 50 at each length 15-20 (100 at each length 18-20 in the GPU tier): longer than
    most training strings, which are uniform on 4-20, where one vector cannot hold the source.
-2. Causality by perturbation, in the same batch (`EvalBatch`, `check_causal`): the probe
-   `train_and_evaluate` runs the trained model once, teacher-forced, on 48 of the held-out pairs plus 6
+2. Causality by perturbation, in the same batch (`EvalBatch`, `check_causal`): the trained
+   model (`train_then_evaluate`: its weights already taken) runs once, teacher-forced, on 48 of the held-out pairs plus 6
    copies whose decoder inputs from a secret position k on are replaced (each copy with its pair's
    source), rows in a secret order; a prediction before k that moves fails ("reads later tokens"). A
    decoder without a causal structure would otherwise score well teacher-forced and never be asked why.
-3. The score from what the grader controls (`TrustedModel`): the probe returns the model's state_dict,
+3. The score from what the grader controls (`TrustedModel`): the model's state_dict, taken before the
+   evaluation rows reach the worker,
    the grader loads it into the reference ``AttentionSeq2Seq``, requires the student's teacher-forced
    logits to match the reference's with those weights (`check_match`), and then decodes the 300
    held-out sources greedily *with the reference's code*, in this process. The exact-match accuracy is the
@@ -177,11 +178,9 @@ def test_training_run(student, reference, tier, rules):
     evb, rows, tgt_in, src = eval_rows(pairs, VOCAB_SIZE, rng)
     settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
     what = f"train_reverser({settings})"
-    out = student.probe("train_and_evaluate", fn="train_reverser", config=config, eval_inputs=rows,
-                        eval_kwargs={"tgt_in": evb.inputs}, weights=True, timeout=600 if tier == "gpu" else 300,
-                        **rules)
-    if not isinstance(out, dict) or "logits" not in out:
-        raise AssertionError(f"{what}: the grader could not read your model's outputs")
+    out = training.train_then_evaluate(student, fn="train_reverser", config=config, eval_inputs=rows,
+                                       eval_kwargs={"tgt_in": evb.inputs}, timeout=600 if tier == "gpu" else 300,
+                                       what=what, **rules)
     shown = (f"{what}, then model(src, tgt_in) on {len(rows)} rows: {evb.lanes} held-out pairs and "
              f"{len(evb.copies)} copies whose tgt_in was replaced from some position on")
     logits = training.finite_logits(out["logits"], (len(rows), tgt_in.shape[1], VOCAB_SIZE), what=f"{shown}: "

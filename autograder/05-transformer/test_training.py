@@ -8,12 +8,13 @@ exact match as 04-attention's is:
    student's code cannot know in advance is the held-out dates: 300 of them, in every format, drawn from
    `training.secret_rng()`, fresh for every grade (the training draws its own from the seed it is given;
    two centuries times seven formats make 511,343 sources, of which a run sees at most 38,400).
-2. Causality by perturbation, in the same batch (`EvalBatch`, `check_causal`): the probe
-   `train_and_evaluate` runs the trained model once, teacher-forced, on 48 held-out pairs plus 6 copies whose
+2. Causality by perturbation, in the same batch (`EvalBatch`, `check_causal`): the trained
+   model (`train_then_evaluate`: its weights already taken) runs once, teacher-forced, on 48 held-out pairs plus 6 copies whose
    decoder inputs from a secret position k on are replaced (each copy with its pair's source), rows in a
    secret order; a prediction before k that moves fails. A decoder without its causal mask scores a
    near-zero teacher-forced loss and decodes nothing right: it must fail here, not be scored.
-3. The score from what the grader controls (`TrustedModel`): the probe returns the model's state_dict, the
+3. The score from what the grader controls (`TrustedModel`): the model's state_dict, taken before the
+   evaluation rows reach the worker; the
    grader loads it into the reference ``Transformer``, requires the student's teacher-forced logits to match
    the reference's with those weights (`check_match`), then decodes the 300 held-out sources greedily with
    the reference's code, in this process. The score is the share that come out entirely right.
@@ -131,11 +132,9 @@ def test_training_run(student, reference, tier, rules):
     evb, rows, tgt_in, src = eval_rows(pairs, VOCAB_SIZE, rng)
     settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
     what = f"train_transformer({settings})"
-    out = student.probe("train_and_evaluate", fn="train_transformer", config=config, eval_inputs=rows,
-                        eval_kwargs={"tgt_in": evb.inputs}, weights=True, timeout=600 if tier == "gpu" else 300,
-                        **rules)
-    if not isinstance(out, dict) or "logits" not in out:
-        raise AssertionError(f"{what}: the grader could not read your model's outputs")
+    out = training.train_then_evaluate(student, fn="train_transformer", config=config, eval_inputs=rows,
+                                       eval_kwargs={"tgt_in": evb.inputs}, timeout=600 if tier == "gpu" else 300,
+                                       what=what, **rules)
     shown = (f"{what}, then model(src, tgt_in) on {len(rows)} rows: {evb.lanes} held-out dates and "
              f"{len(evb.copies)} copies whose tgt_in was replaced from some position on")
     logits = training.finite_logits(out["logits"], (len(rows), tgt_in.shape[1], VOCAB_SIZE),

@@ -11,8 +11,10 @@ Both runs follow the contract of every graded training run (`lmcourse.grading.tr
 2. **Perturbation, in the same batch.** An encoder reads both directions, so "no prediction reads a later
    token" is not its property; its property is that padding is not data. Each evaluation batch holds
    copies of some rows whose padding positions hold other ids (the attention mask unchanged): the
-   student's outputs at real positions (MLM) or the row's logits (classifier) must not move.
-3. **The score from what the grader controls.** The probe returns the trained model's state_dict; the
+   student's outputs at real positions (MLM) or the row's logits (classifier) must not move. The rows are in a
+   secret order: neither a copy nor a label (the labelled examples alternate 0, 1) can be told by its place.
+3. **The score from what the grader controls.** The trained model's state_dict is taken before any
+   evaluation row reaches the worker (`training.train_then_evaluate`); the
    grader loads it into the reference `BertForMLM` / `BertClassifier`, requires the student's outputs on
    the evaluation batch to match the reference's with those weights (`check_match`), and computes the
    score with the reference: the masked-LM loss of held-out lines masked here by the reference's
@@ -88,8 +90,10 @@ def _relabelling(V: int) -> training.Relabelling:
 
 
 def _with_padding_copies(ids: np.ndarray, rng, copies: int = COPIES):
-    """(rows, attention mask, copies): `ids` (L, T) plus `copies` copies of rows that have padding, with other
-    ids at their padding positions; copies[j] = (row of the copy, row of its source)."""
+    """(rows, attention mask, copies, originals): `ids` (L, T) plus `copies` copies of rows that have padding, with
+    other ids at their padding positions, all rows in a secret order (`rng` is the grade's secret generator): row
+    ``originals[i]`` is ``ids[i]``, and copies[j] = (row of the copy, row of its source). Nothing about a row's
+    place tells what it is: not whether it is a copy, and not its label (the labelled examples alternate)."""
     V = len(compact_vocab())
     am = (ids != PAD_ID).astype(np.int64)
     padded = [i for i in range(len(ids)) if (am[i] == 0).any()]
@@ -97,17 +101,16 @@ def _with_padding_copies(ids: np.ndarray, rng, copies: int = COPIES):
     extra = ids[sources].copy()
     holes = am[sources] == 0
     extra[holes] = rng.integers(N_SPECIAL, V, size=int(holes.sum()))
-    rows = np.concatenate([ids, extra])
-    mask = np.concatenate([am, am[sources]])
-    return rows, mask, [(len(ids) + j, int(s)) for j, s in enumerate(sources)]
+    order = rng.permutation(len(ids) + copies)  # order[i]: where item i (originals first, then copies) goes
+    rows, mask = np.empty((len(order), ids.shape[1]), ids.dtype), np.empty((len(order), ids.shape[1]), am.dtype)
+    rows[order] = np.concatenate([ids, extra])
+    mask[order] = np.concatenate([am, am[sources]])
+    return rows, mask, [(int(order[len(ids) + j]), int(order[s])) for j, s in enumerate(sources)], order[:len(ids)]
 
 
 def _probe_model(student, fn, config, rows, mask, rules, timeout, what):
-    out = student.probe("train_and_evaluate", fn=fn, config=config, eval_inputs=rows,
-                        eval_kwargs={"attention_mask": mask}, weights=True, timeout=timeout, **rules)
-    if not isinstance(out, dict) or "logits" not in out:
-        raise AssertionError(f"{what}: the grader could not read your model's outputs")
-    return out
+    return training.train_then_evaluate(student, fn=fn, config=config, eval_inputs=rows,
+                                        eval_kwargs={"attention_mask": mask}, timeout=timeout, what=what, **rules)
 
 
 def _trusted(reference, cls: str, extra: dict, config: dict, mask: np.ndarray, out: dict, rows: np.ndarray, *,
@@ -130,7 +133,7 @@ def _pretrain(student, reference, tier, rules, config, relabel):
     valid = [relabel(line).tolist() for line in mlm_ids("valid")]
     rng = training.secret_rng()
     sample = pad_batch([valid[i] for i in rng.choice(len(valid), size=MLM_ROWS, replace=False)], MAX_LEN).numpy()
-    rows, mask, copies = _with_padding_copies(sample, rng)
+    rows, mask, copies, _ = _with_padding_copies(sample, rng)
     shown = f"pretrain_mlm(lines, vocab_size={V}, {_settings(config)})"
     out = _probe_model(student, "pretrain_mlm", {"lines": lines, "vocab_size": V, **config}, rows, mask, rules,
                        timeout=900 if tier == "gpu" else 400, what=shown)
@@ -184,7 +187,7 @@ def test_pretraining_run(student, reference, tier, rules):
 
 def _accuracy(student, reference, tier, rules, config, examples, labels, test_x, test_y, bert_state, what):
     rng = training.secret_rng()
-    rows, mask, copies = _with_padding_copies(pad_batch(test_x, MAX_LEN).numpy(), rng)
+    rows, mask, copies, originals = _with_padding_copies(pad_batch(test_x, MAX_LEN).numpy(), rng)
     cfg = {"examples": examples, "labels": labels, "vocab_size": len(compact_vocab()), "bert_state": bert_state,
            **config}
     out = _probe_model(student, "fine_tune", cfg, rows, mask, rules, timeout=600 if tier == "gpu" else 200,
@@ -198,7 +201,7 @@ def _accuracy(student, reference, tier, rules, config, examples, labels, test_x,
     model, expected = _trusted(reference, "BertClassifier", {"n_classes": 2}, config, mask, out, rows, what=what)
     training.check_match(logits[:, None, :], expected[:, None, :], what=f"{what}, then the classifier on {len(rows)} "
                          "held-out rows", name="the reference BertClassifier")
-    return float(np.mean(expected[:len(test_x)].argmax(-1) == np.asarray(test_y)))
+    return float(np.mean(expected[originals].argmax(-1) == np.asarray(test_y)))
 
 
 @check(points=3, cell="test_training", name="fine_tune: the pretrained encoder, fine-tuned, tells real lines from "

@@ -11,6 +11,10 @@ from there: nothing a student submits can put a number on the board except throu
 - One table per tier (``cpu``, ``gpu``): the two tiers train different models, so their losses are not
   comparable.
 - Lower is better. Ties share a rank (1, 2, 2, 4).
+- Only losses measured under the current contract (``measured["protocol"]`` equal to
+  `lmcourse.grading.training.PROTOCOL`: the trained weights left the worker before any evaluation input
+  entered it) are ranked; a result graded by an older grader is counted as stale and named on the page,
+  to be graded again (``lmcourse grade --force``).
 - A run whose loss is above the check's threshold is still ranked (its loss was verified), marked as not
   passing; a submission whose run never produced a verified loss (the contract failed, the code crashed) is
   not on the board; a ``grader-error`` is not a grade and never appears.
@@ -37,6 +41,7 @@ from pathlib import Path
 
 from lmcourse.files import atomic_write
 from lmcourse.grading.result import Result
+from lmcourse.grading.training import PROTOCOL
 
 METRIC = "validation_loss"
 KEY_FILE = "leaderboard.key"
@@ -59,7 +64,7 @@ def collect(grades: Path, assignment_id: str, metric: str = METRIC) -> tuple[lis
     """(entries, counts) from ``grades/students/*/results.json``: one entry per student whose result for
     `assignment_id` holds a check that measured `metric` (the first such check). counts: how many results
     were read, ranked, left off (graded, no verified value), grader errors, unreadable."""
-    counts = {"results": 0, "ranked": 0, "no_value": 0, "grader_error": 0, "unreadable": 0}
+    counts = {"results": 0, "ranked": 0, "no_value": 0, "stale": 0, "grader_error": 0, "unreadable": 0}
     entries = []
     folder = Path(grades) / "students"
     for path in sorted(folder.glob("*/results.json")) if folder.is_dir() else []:
@@ -80,6 +85,9 @@ def collect(grades: Path, assignment_id: str, metric: str = METRIC) -> tuple[lis
             counts["no_value"] += 1
             continue
         check, value = found
+        if check.measured.get("protocol") != PROTOCOL:  # measured when the model could still see the data first
+            counts["stale"] += 1
+            continue
         threshold = check.measured.get("threshold")
         threshold = float(threshold) if isinstance(threshold, (int, float)) and math.isfinite(threshold) else None
         entries.append(Entry(student=path.parent.name, tier=result.tier or "cpu", value=float(value),
@@ -165,6 +173,12 @@ def render(assignment_id: str, board: dict[str, list[tuple[int, Entry]]], shown:
     if left:
         parts.append(f'<p class="note">{left} graded submission{"s" if left != 1 else ""} without a verified result '
                      "(the training run failed its checks or did not finish) are not ranked.</p>")
+    stale = counts.get("stale", 0)
+    if stale:
+        parts.append(f'<p class="note">{stale} result{"s" if stale != 1 else ""} graded by an older version of the '
+                     "grader, which read the trained weights after showing the model the evaluation data, "
+                     f"{'are' if stale != 1 else 'is'} not ranked: grade {'them' if stale != 1 else 'it'} again "
+                     "(lmcourse grade --force).</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

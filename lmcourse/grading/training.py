@@ -39,7 +39,9 @@ the order a check applies it:
 
 3. **The score from what the grader controls** (:class:`TrustedModel`,
    optional). Where the assignment prescribes the model's parameter layout,
-   the probe also returns the trained model's ``state_dict``; the grader
+   the trained model's ``state_dict`` is taken as soon as the training
+   function returns, before any evaluation input enters the worker
+   (:func:`train_then_evaluate`); the grader
    loads it into the *reference* solution's model class, in its own process,
    recomputes the held-out logits, requires the student's logits to match
    them (``MATCH_TOL``: "the model's forward does not compute what its
@@ -95,6 +97,11 @@ COPIES = 6          # perturbed copies of held-out lanes in the evaluation batch
 CAUSAL_TOL = 1e-2   # nats: the largest change of a log-probability at a position before the perturbation
 MATCH_TOL = 5e-2    # nats: student's vs trusted log-probabilities, for 32- and 64-bit logits
 MATCH_TOL_HALF = 0.5  # ... for 16-bit logits (float16 / bfloat16 models)
+# The version of this contract a recorded loss was measured under (a check records it beside the loss with
+# ``measure("protocol", PROTOCOL)``; `lmcourse.grading.leaderboard` ranks only losses measured under it).
+# 2: the weights leave the worker before any evaluation input enters it (`train_then_evaluate`). Under 1 a
+# model could fit itself to the evaluation batch before its weights were read.
+PROTOCOL = 2
 
 
 # --------------------------------------------------------------------------- 1. secret relabelling
@@ -372,6 +379,39 @@ def check_at_least(score: float, threshold: float, *, failure: str) -> float:
     return score
 
 
+# --------------------------------------------------------------------------- the two halves of a run
+
+def train_then_evaluate(student, *, fn: str, config: dict, eval_inputs: np.ndarray, eval_kwargs: dict | None = None,
+                        timeout: float | None = None, what: str, **probe_kwargs) -> dict:
+    """Train in the worker, take the weights, and only then send the evaluation batch.
+
+    Two probes, in this order: ``train_and_keep`` runs ``fn(**config)`` and
+    returns the trained model's ``state_dict`` (the model stays in the
+    worker); ``evaluate_kept`` then runs that model on `eval_inputs`. The
+    weights crossed the boundary before any evaluation input did, so a model
+    that fits itself to the batch it is asked about (training on held-out
+    text inside its forward, guessing labels from the order of the rows)
+    changes its own logits, never the weights the grader scores: the trusted
+    model computes the score from the weights of the first half, and
+    :func:`check_match` fails the run whose second-half logits are not what
+    those weights give. One probe doing both would hand the model the
+    evaluation batch before its weights were read.
+
+    Returns ``{"logits", "dtype", "state_dict"}`` (untrusted plain data).
+    probe_kwargs (``no_builtin_rnn=True``, ``seed``) go to the training half;
+    the rule keywords also to the evaluation half.
+    """
+    kept = student.probe("train_and_keep", fn=fn, config=config, timeout=timeout, **probe_kwargs)
+    if not isinstance(kept, dict) or not isinstance(kept.get("state_dict"), dict):
+        raise AssertionError(f"{what}: the grader could not read your trained model's weights")
+    rules = {k: v for k, v in probe_kwargs.items() if k != "seed"}
+    out = student.probe("evaluate_kept", eval_inputs=eval_inputs, eval_kwargs=dict(eval_kwargs or {}), fn=fn,
+                        timeout=timeout, **rules)
+    if not isinstance(out, dict) or "logits" not in out:
+        raise AssertionError(f"{what}: the grader could not read your model's outputs")
+    return {"logits": out["logits"], "dtype": out.get("dtype"), "state_dict": kept["state_dict"]}
+
+
 # --------------------------------------------------------------------------- all four: a language model's run
 
 @dataclass
@@ -419,10 +459,8 @@ def graded_lm_run(student, *, fn: str, config: dict, vocab_size: int, train_ids,
         raise ValueError("eval_x and eval_y must be (L, T) arrays of the same shape")
     batch = EvalBatch.build(x, vocab_size, copies)
     rows, T = batch.inputs.shape
-    out = student.probe("train_and_evaluate", fn=fn, config={**config, train_arg: relabel(train_ids)},
-                        eval_inputs=batch.inputs, weights=trusted is not None, timeout=timeout, **probe_kwargs)
-    if not isinstance(out, dict) or "logits" not in out:
-        raise AssertionError(f"{what}: the grader could not read your model's outputs")
+    out = train_then_evaluate(student, fn=fn, config={**config, train_arg: relabel(train_ids)},
+                              eval_inputs=batch.inputs, timeout=timeout, what=what, **probe_kwargs)
     shown = (f"{what}, then model(evaluation ids ({rows}, {T}): {batch.lanes} validation lanes and "
              f"{len(batch.copies)} copies with their ends replaced)")
     logits = finite_logits(out["logits"], (rows, T, vocab_size), what=f"{shown}: the logits")

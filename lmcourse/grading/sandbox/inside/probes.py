@@ -672,40 +672,64 @@ def _full_float32():
         torch.backends.cudnn.allow_tf32 = cudnn
 
 
+# The model a graded training run returned, kept in the worker between its two probes (`train_and_keep`, then
+# `evaluate_kept`): one at a time, dropped when evaluated or when the next run starts.
+_KEPT: dict = {}
+
+
 @probe
 @refusing_builtins
-def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: int | None = 0,
-                       eval_kwargs=None, weights: bool = False):
-    """The probe of a graded training run (`lmcourse.grading.training`).
+def train_and_keep(module, *, fn: str, config=None, seed: int | None = 0):
+    """The first half of a graded training run (`lmcourse.grading.training.train_then_evaluate`).
 
     Calls the student's training function ``fn(**config)``, which returns a
-    model, then runs the model once, in eval mode, without gradients and
-    without TF32, on the whole evaluation batch `eval_inputs` (an int array
-    ``(rows, T)``: held-out lanes and perturbed copies of some, in an order
-    the model cannot tell apart). With ``weights=True`` it also returns the
-    model's ``state_dict`` (``nn.Module.state_dict`` itself, not an override),
-    for a check that rebuilds the model from its weights on the trusted side.
-
-    Returns ``{"logits": array (the model's output, or its first element),
-    "dtype": the logits' torch dtype as text, "state_dict": {name: array} or
-    None}``. Everything in it is untrusted: the contract checks it.
-    no_builtin_rnn=True (no_builtin_attention=True) refuses PyTorch's own recurrent layers (attention)
-    throughout.
+    model, keeps the model in this process for `evaluate_kept`, and returns
+    its weights: ``{"state_dict": {name: array}}`` (``nn.Module.state_dict``
+    itself, not an override), taken *before* any evaluation input exists in
+    this process. The grader scores those weights with its own model, so
+    nothing the model does once it sees the evaluation batch (fitting itself
+    to it, say) can change the score: the second half only shows whether the
+    student's forward computes what these weights say. no_builtin_rnn=True
+    (and the other `REFUSALS` keywords) refuse PyTorch's built-ins throughout.
     """
     torch = _torch()
-    if eval_inputs is None:
-        raise ProbeUsageError("train_and_evaluate needs eval_inputs")
+    _KEPT.clear()
     seed_everything(seed)
     train_fn = _get(module, fn, "function")
     model = train_fn(**dict(config or {}))
     if not isinstance(model, torch.nn.Module):
         raise WrongResult(f"{fn} must return a torch.nn.Module, it returned a {type(model).__name__}")
+    state = torch.nn.Module.state_dict(model)
+    weights = {str(k): to_array(v) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    _KEPT["model"] = model
+    return {"state_dict": weights}
+
+
+@probe
+@refusing_builtins
+def evaluate_kept(module, *, eval_inputs=None, eval_kwargs=None, fn: str = "the training function"):
+    """The second half of a graded training run: the model `train_and_keep` kept, run once, in eval mode,
+    without gradients and without TF32, on the whole evaluation batch `eval_inputs` (an int array ``(rows,
+    T)``: held-out rows and perturbed copies of some, in an order the model cannot tell apart).
+
+    Returns ``{"logits": array (the model's output, or its first element), "dtype": the logits' torch dtype
+    as text}``. Untrusted: the grader requires these logits to equal what the weights returned by
+    `train_and_keep` give in its own model, and scores the latter.
+    """
+    torch = _torch()
+    if eval_inputs is None:
+        raise ProbeUsageError("evaluate_kept needs eval_inputs")
+    model = _KEPT.pop("model", None)
+    if model is None:  # the worker restarted after a failure, or something in it dropped the model
+        raise WrongResult(f"the model returned by {fn} was no longer there when the grader asked for its outputs "
+                          "(no trained model is kept: did something left running by the training end the process?)")
     model.eval()
     x = to_tensor(eval_inputs)
     kw = to_tensor(dict(eval_kwargs or {}))
     first = next(iter(model.parameters()), None)
     if first is not None:  # a model trained on a GPU is asked there
         x = x.to(first.device)
+        kw = {k: v.to(first.device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
     with torch.no_grad(), _full_float32():
         out = model(x, **kw)
     if isinstance(out, (tuple, list)) and out:
@@ -713,11 +737,7 @@ def train_and_evaluate(module, *, fn: str, config=None, eval_inputs=None, seed: 
     if not isinstance(out, torch.Tensor):
         raise WrongResult(f"the model returned by {fn} must output a tensor of logits (or a tuple whose first "
                           f"element is one), it output a {type(out).__name__}")
-    result = {"logits": to_array(out), "dtype": str(out.dtype).replace("torch.", ""), "state_dict": None}
-    if weights:
-        state = torch.nn.Module.state_dict(model)
-        result["state_dict"] = {str(k): to_array(v) for k, v in state.items() if isinstance(v, torch.Tensor)}
-    return result
+    return {"logits": to_array(out), "dtype": str(out.dtype).replace("torch.", "")}
 
 
 @probe
