@@ -136,7 +136,8 @@ GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_buil
                               "without_builtin_attention", "REFUSALS", "BUILTIN_RNN", "BUILTIN_ATTENTION", "BUILTIN_NORMS",
                               "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES",
                               "BUILTIN_ENCODER", "BuiltinEncoderUsed", "BUILTIN_TOKENIZERS", "BuiltinTokenizerUsed",
-                              "BUILTIN_TEMPLATES", "BuiltinTemplateUsed"})
+                              "BUILTIN_TEMPLATES", "BuiltinTemplateUsed", "GuardRemoved", "refused_operators",
+                              "_REFUSING", "RNN_OPS", "ATTENTION_OPS", "NORM_OPS", "ENCODER_OPS"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",

@@ -40,6 +40,7 @@ import contextlib
 import functools
 import importlib
 import random
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -248,19 +249,38 @@ class BuiltinTokenizerUsed(BuiltinUsed):
     was called."""
 
 
+# The ATen operators behind each family, as PyTorch's dispatcher knows them. A Python function can be reached in
+# ways no name replacement sees (``operator.attrgetter``, ``pkgutil.resolve_name``, a reference kept since import
+# time), but every call of the built-in ends in one of these operators, and the dispatcher is where
+# `refused_operators` puts its kernels.
+RNN_OPS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell",
+           "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "mkldnn_rnn_layer", "_cudnn_rnn", "quantized_lstm_cell")
+ATTENTION_OPS = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                 "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                 "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                 "_scaled_dot_product_fused_attention_overrideable", "_native_multi_head_attention",
+                 "_transformer_encoder_layer_fwd", "_flash_attention_forward", "_efficient_attention_forward",
+                 "_triton_multi_head_attention", "_triton_scaled_dot_attention")
+NORM_OPS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm",
+            "_transformer_encoder_layer_fwd")
+ENCODER_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd")
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A family of PyTorch built-ins that an assignment can refuse.
 
     names: the functions refused; owners: the modules in which PyTorch's own code looks them up when it
     calls them (a name is replaced in each owner that has it); error and message (``{name}``: the
-    function called): what a call raises.
+    function called): what a call raises; ops: the ATen operators behind them, refused in PyTorch's
+    dispatcher however they are reached (`refused_operators`).
     """
 
     names: tuple[str, ...]
     owners: tuple[str, ...]
     error: type
     message: str
+    ops: tuple[str, ...] = ()  # ATen operators refused in torch's dispatcher (`refused_operators`)
 
 
 # The probes' keyword (``no_builtin_rnn=True``) -> what it refuses. `lmcourse.grading.rules.RULES` has the
@@ -269,23 +289,23 @@ REFUSALS = {
     "no_builtin_rnn": Refusal(
         BUILTIN_RNN, ("torch._VF", "torch"), BuiltinRNNUsed,
         "PyTorch's built-in recurrent layer was called (torch's `{name}` kernel, used by nn.RNN, nn.LSTM, nn.GRU "
-        "and their cells); this assignment asks for the recurrence written with tensor operations"),
+        "and their cells); this assignment asks for the recurrence written with tensor operations", ops=RNN_OPS),
     "no_builtin_attention": Refusal(
         BUILTIN_ATTENTION, ("torch.nn.functional", "torch._C._nn", "torch", "torch.nn.attention.flex_attention"),
         BuiltinAttentionUsed,
         "PyTorch's built-in attention was called (torch's `{name}`, one of the functions behind "
         "F.scaled_dot_product_attention, nn.MultiheadAttention and the nn.Transformer layers); this assignment "
-        "asks for attention written with tensor operations"),
+        "asks for attention written with tensor operations", ops=ATTENTION_OPS),
     "no_builtin_transformer": Refusal(
         BUILTIN_NORMS, ("torch.nn.functional", "torch"), BuiltinNormUsed,
         "PyTorch's built-in normalisation was called (torch's `{name}`, used by nn.LayerNorm, F.layer_norm and "
         "the nn.Transformer layers); this assignment asks for layer normalisation and the transformer's blocks "
-        "written with tensor operations"),
+        "written with tensor operations", ops=NORM_OPS),
     "no_builtin_encoder": Refusal(
         BUILTIN_ENCODER, ("torch.nn.functional", "torch"), BuiltinEncoderUsed,
         "PyTorch's ready-made transformer layers were called (torch's `{name}`, used by nn.MultiheadAttention and "
         "the nn.Transformer layers); this assignment asks for the encoder layer written from its parts (the given "
-        "attention, linear layers, LayerNorm)"),
+        "attention, linear layers, LayerNorm)", ops=ENCODER_OPS),
     "no_tokenizer_library": Refusal(
         BUILTIN_TOKENIZERS, ("tiktoken", "tiktoken.core", "tiktoken._educational", "tokenizers", "tokenizers.models",
                              "tokenizers.trainers", "tokenizers.pre_tokenizers", "lmcourse.bpe", "lmcourse.smollm"),
@@ -315,6 +335,90 @@ def _refuse(refusal: Refusal, name: str) -> Callable:
     return builtin
 
 
+class GuardRemoved(BuiltinUsed):
+    """The dispatcher's refusal of a built-in was removed or pre-empted by the code under test."""
+
+
+# The dispatch keys a refusing kernel is registered for: the composite key catches an operator implemented in
+# terms of others (scaled_dot_product_attention, layer_norm) before it decomposes; the backend keys catch one
+# with kernels of its own (native_layer_norm), whatever calls it.
+_OPERATOR_KEYS = ("CompositeImplicitAutograd", "CPU", "CUDA")
+
+
+_REFUSING: dict[str, bool] = {}  # operators whose refusing kernels are registered now
+
+
+def _operator_kernel(refusal: Refusal, op: str) -> Callable:
+    def kernel(*args, **kwargs):
+        raise refusal.error(refusal.message.format(name=f"aten::{op}"))
+    return kernel
+
+
+def _ours(op: str) -> int:
+    """How many of this operator's kernels this file registered (PyTorch's registry names each kernel's file)."""
+    try:
+        dump = _torch()._C._dispatch_dump(f"aten::{op}")
+    except Exception:  # noqa: BLE001 (an operator this torch does not have)
+        return 0
+    return sum(1 for line in dump.splitlines() if line.split(":")[0] in _OPERATOR_KEYS + (
+        "CompositeImplicitAutograd[alias]",) and __file__ in line)
+
+
+@contextlib.contextmanager
+def refused_operators(*refusals: Refusal):
+    """While active, every call of one of the refusals' ATen operators raises the refusal's error, whatever
+    Python path led to it.
+
+    Replacing names (`without_builtins`) catches what looks a function up by its name; a function reached by
+    ``operator.attrgetter``, ``pkgutil.resolve_name``, ``torch.ops.aten``, or kept in a default argument since
+    import time, is the same C function and escapes it. Every such call still goes through PyTorch's
+    dispatcher, so a kernel registered there (``torch.library``, for the keys of `_OPERATOR_KEYS`) sees it.
+    Only the refused operators are touched: every other operation runs at full speed, which matters for a
+    graded training run.
+
+    PyTorch allows one Python kernel per operator and key: code that registered its own first (to keep the
+    built-in reachable) makes the registration fail, which raises `GuardRemoved`; so does code that removed
+    the kernels while they were active (checked on exit). Registration costs about a millisecond.
+    """
+    # an operator an enclosing `refused_operators` already refuses keeps that kernel (one per key is allowed)
+    asked = [(refusal, op) for refusal in refusals for op in refusal.ops if not _REFUSING.get(op)]
+    if not asked:
+        yield
+        return
+    import warnings
+
+    torch = _torch()
+    library = torch.library.Library("aten", "IMPL")
+    expected: dict[str, int] = {}
+    try:
+        with warnings.catch_warnings():  # "overriding a previously registered kernel": that is the point
+            warnings.simplefilter("ignore")
+            for refusal, op in asked:
+                if op in expected or not hasattr(torch.ops.aten, op):
+                    continue
+                expected[op] = 0
+                _REFUSING[op] = True
+                for key in _OPERATOR_KEYS:
+                    try:
+                        library.impl(op, _operator_kernel(refusal, op), key)
+                        expected[op] += 1
+                    except RuntimeError as exc:
+                        if "already a kernel registered from python" in str(exc):
+                            raise GuardRemoved(f"torch's `aten::{op}` was already overridden from Python before "
+                                               "the grader's check ran, so the grader could not refuse it; this "
+                                               "assignment asks for it written with tensor operations") from None
+                        # a key this operator cannot take a kernel for: the others catch it
+        yield
+        removed = [op for op, n in expected.items() if _ours(op) < n]
+        if removed:
+            raise GuardRemoved(f"the grader's refusal of torch's `aten::{removed[0]}` was removed while your code "
+                               "ran; this assignment asks for it written with tensor operations")
+    finally:
+        for op in expected:
+            _REFUSING.pop(op, None)
+        library._destroy()
+
+
 @contextlib.contextmanager
 def without_builtins(*refusals: Refusal, module=None):
     """While active, calling one of the refusals' functions raises the refusal's error.
@@ -334,10 +438,14 @@ def without_builtins(*refusals: Refusal, module=None):
     see every call, but it costs every tensor operation a Python call: measured, 25-45% more time for a
     small recurrent model's forward and backward, which a graded training run would pay.)
 
-    Everything replaced is put back on exit, also when the student's code raises.
+    Everything replaced is put back on exit, also when the student's code raises. The refusals' ATen
+    operators are refused in PyTorch's dispatcher at the same time (`refused_operators`): what no name
+    replacement can see still ends there.
     """
     undo = []  # (namespace, name, what it held), in the order replaced
+    operators = refused_operators(*refusals)
     try:
+        operators.__enter__()
         for refusal in refusals:
             stand_ins = {}  # id(original function) -> (the original, what replaces it)
             for path in refusal.owners:
@@ -361,6 +469,11 @@ def without_builtins(*refusals: Refusal, module=None):
                         undo.append((namespace, key, value))
                         namespace[key] = stand_in
         yield
+    except BaseException:
+        operators.__exit__(*sys.exc_info())
+        raise
+    else:
+        operators.__exit__(None, None, None)  # raises GuardRemoved if the kernels were taken away
     finally:
         for namespace, name, held in reversed(undo):
             if held is _ABSENT:
