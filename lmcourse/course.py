@@ -6,6 +6,7 @@ A course is a folder::
     assignments/<id>/<id>.ipynb   the student release, generated from it (public)
     autograder/<id>/test_*.py     the hidden and visible checks (secret)
     autograder/<id>/limits.json   the sandbox's limits for this assignment (optional)
+    autograder/<id>/libraries.json  the libraries its code may import beyond the course's (optional)
 
 Every part of lmcourse that needs one of these paths asks an
 :class:`Assignment` for it, so the layout is written down once, and the
@@ -108,6 +109,15 @@ class Assignment:
     @property
     def limits_path(self) -> Path:
         return self.checks_dir / "limits.json"
+
+    @property
+    def libraries_path(self) -> Path:
+        return self.checks_dir / "libraries.json"
+
+    def libraries_overrides(self) -> dict:
+        """``libraries.json``: ``{"allow": [import names beyond the course's], "note": "what a refused import
+        says"}`` ({} when there is none). See `lmcourse.grading.runner.libraries`."""
+        return json.loads(self.libraries_path.read_text()) if self.libraries_path.exists() else {}
 
     def check_files(self) -> list[Path]:
         return sorted(self.checks_dir.glob("test_*.py")) if self.checks_dir.is_dir() else []

@@ -80,6 +80,32 @@ def _limits(root: Path, assignment_id: str, overrides: dict | None):
     return dataclasses.replace(limits, **extra) if extra else limits
 
 
+# The third-party libraries (top-level import names) every assignment's code may import: NumPy, PyTorch and
+# what torch loads (torchgen, functorch; sympy, mpmath and networkx for its fake tensors and symbolic shapes,
+# filelock and fsspec), matplotlib with what it loads, tqdm for progress bars, regex for the GPT-2 pattern.
+# Every other library in site-packages (transformers, tokenizers, tiktoken, sentencepiece, gensim, scipy,
+# jinja2 ...) is absent from the worker: each would write some assignment's answer. An assignment adds what its
+# given code needs in autograder/<id>/libraries.json ({"allow": [...], "note": "..."}).
+LIBRARIES = frozenset({
+    "numpy", "torch", "torchgen", "functorch", "typing_extensions", "sympy", "mpmath", "networkx", "filelock",
+    "fsspec", "matplotlib", "mpl_toolkits", "pylab", "PIL", "contourpy", "cycler", "dateutil", "six", "kiwisolver",
+    "fontTools", "pyparsing", "packaging", "tqdm", "regex", "lmcourse",
+})
+LIBRARIES_NOTE = ("Your code may import the Python standard library, numpy, torch, matplotlib, tqdm, regex and the "
+                  "course's lmcourse modules{extra}; other libraries would do part of the assignment for you, so "
+                  "the grader does not have them")
+
+
+def libraries(root: Path, assignment_id: str):
+    """What the worker of `assignment_id` can import (`sandbox.libraries.Libraries`): `LIBRARIES` plus the
+    assignment's ``libraries.json``."""
+    extra = Assignment(Course(root), assignment_id).libraries_overrides()
+    allow = [str(name) for name in extra.get("allow", [])]
+    shown = [name for name in allow if name not in extra.get("hidden_from_note", [])]
+    note = extra.get("note") or LIBRARIES_NOTE.format(extra=(", " + ", ".join(shown)) if shown else "")
+    return sandbox_module().Libraries(allowed=LIBRARIES | frozenset(allow), note=note)
+
+
 def grader_fingerprint(root: Path, assignment_id: str, tier: str) -> str:
     """Hash of everything besides the notebook that decides a grade (a batch's resume key, the preflight's)."""
     from lmcourse import __version__
@@ -153,14 +179,14 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 secret = secret_dirs(root)
                 try:
                     worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
-                                    secret_dirs=secret)
+                                    secret_dirs=secret, libraries=libraries(root, assignment_id))
                     unavailable = ""
                 except getattr(sandbox, "SandboxError", ()) as err:
                     if not own_machine:
                         raise
                     unavailable = f"; full isolation is not available here ({err})"
                     worker = Worker(extraction.source, limits=_limits(root, assignment_id, limits),
-                                    secret_dirs=secret, isolate=False)
+                                    secret_dirs=secret, isolate=False, libraries=libraries(root, assignment_id))
                 worker.__enter__()
                 isolation = worker.isolation + unavailable
                 failed = getattr(worker, "import_error", None)

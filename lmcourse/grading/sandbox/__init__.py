@@ -94,9 +94,10 @@ Modules, top-down (none imports one above it)
 
 from __future__ import annotations
 
+from .libraries import Libraries
 from .limits import Limits
 from .messages import SandboxError, StudentError
 from .plan import isolation_available
 from .worker import Worker
 
-__all__ = ["Limits", "SandboxError", "StudentError", "Worker", "isolation_available"]
+__all__ = ["Libraries", "Limits", "SandboxError", "StudentError", "Worker", "isolation_available"]

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from .libraries import Libraries, bwrap_arguments
 from .messages import SandboxError
 from .plan import user_namespace
 from .staging import SANDBOX_BOOT, SANDBOX_HOME
@@ -42,10 +43,11 @@ def bind_sources(secrets: list[Path]) -> list[str]:
 
 
 def command(bwrap: str, folder: Path, python_args: list[str], *, info_fd: int, gpu: bool,
-            secrets: list[Path]) -> list[str]:
+            secrets: list[Path], libraries: Libraries | None = None) -> list[str]:
     """bwrap's command line running `python_args` in the worker's view of the filesystem: /usr,
     the Python install and venv, the public lmcourse package, the staged `folder`, nothing else;
-    private PID, network, IPC and UTS namespaces."""
+    private PID, network, IPC and UTS namespaces. With `libraries`, site-packages holds only the
+    libraries it allows (`libraries.bwrap_arguments`)."""
     d = folder
     cmd = [bwrap, *user_namespace(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--info-fd", str(info_fd),
@@ -81,6 +83,8 @@ def command(bwrap: str, folder: Path, python_args: list[str], *, info_fd: int, g
                 cmd += ["--perms", "0755", "--dir", str(anc)]
         cmd += ["--ro-bind", src, src]
         made.add(src)
+    if libraries is not None:
+        cmd += bwrap_arguments(libraries, bind_sources(secrets))
     cmd += ["--perms", "0755", "--dir", "/sandbox",
             "--ro-bind", str(d / "boot"), SANDBOX_BOOT,
             "--bind", str(d / "home"), SANDBOX_HOME,

@@ -28,6 +28,8 @@ from pathlib import Path
 from . import bwrap, messages, reaping, staging
 from .inside import probes, wire
 from .inside.protocol import SETUP_EXIT_CODES, Op, Tag
+from .libraries import Libraries
+from .libraries import absent as libraries_absent
 from .limits import Limits
 from .messages import GarbledReply, SandboxError, StudentError
 from .plan import make_plan
@@ -78,11 +80,12 @@ class Worker:
     """
 
     def __init__(self, module_source: str, *, limits: Limits = Limits(), isolate: bool | None = None,
-                 extra_files: dict[str, bytes] | None = None, secret_dirs=(),
+                 extra_files: dict[str, bytes] | None = None, secret_dirs=(), libraries: Libraries | None = None,
                  _force_no_bwrap: bool = False) -> None:
         if not isinstance(module_source, str):
             raise TypeError("module_source must be str")
         self.limits = limits
+        self.libraries = libraries  # None: every installed library importable (the sandbox's own tests)
         # Folders the worker must never see, as the caller names them (the grader: the course's hidden
         # checks and solutions, `lmcourse.course.Course.secret_dirs`); this module knows no layout.
         self._secrets = sorted({Path(os.path.realpath(p)) for p in secret_dirs if Path(p).exists()})
@@ -114,6 +117,9 @@ class Worker:
     @property
     def isolation(self) -> str:
         text = self._plan.description
+        if self.libraries is not None:
+            text += ("; only the assignment's libraries in view" if self._plan.mode == "bwrap" else
+                     "; libraries the assignment leaves out refused by an import hook only (not removed from view)")
         if self._seccomp:
             text += "; seccomp filter (no new namespaces, mounts, ptrace, keyrings, bpf, io_uring)"
         return text
@@ -256,6 +262,11 @@ class Worker:
             # where the grader's own lmcourse lives: the worker falls back to it when lmcourse is not
             # installed in the interpreter (a checkout on PYTHONPATH, which the worker's -I ignores)
             "package_parent": str(bwrap.PACKAGE_DIR.parent),
+            # the libraries left out (`libraries`): absent from bubblewrap's view; refused by an import hook
+            # otherwise (which only the bubblewrap view makes more than advice)
+            "absent": libraries_absent(self.libraries) if self.libraries is not None else [],
+            "absent_note": self.libraries.note if self.libraries is not None else "",
+            "absent_enforced": plan.mode == "bwrap",
         }
         cfg_name = f"config-{self._starts}.json"
         (d / "boot" / cfg_name).write_text(json.dumps(config))
@@ -263,7 +274,7 @@ class Worker:
         worker_py = staging.entry_point(boot)
         if plan.mode == "bwrap":
             cmd = bwrap.command(plan.bwrap, d, [sys.executable, "-I", worker_py, f"{boot}/{cfg_name}"],
-                                info_fd=info_w, gpu=self._gpu(), secrets=self._secrets)
+                                info_fd=info_w, gpu=self._gpu(), secrets=self._secrets, libraries=self.libraries)
         else:
             cmd = [sys.executable, "-I", worker_py, "--supervise", f"{boot}/{cfg_name}"]
         try:

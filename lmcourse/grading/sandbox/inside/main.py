@@ -60,6 +60,36 @@ def _error(kind: Kind, exc: BaseException | None = None, message: str = "", modu
     return error_reply(kind, type=str(etype), message=str(message), traceback=tb, **fields)
 
 
+class _Absent:
+    """A finder for the libraries an assignment leaves out (`lmcourse.grading.sandbox.libraries`).
+
+    Under bubblewrap they are not in the worker's view at all, and this finder, last on ``sys.meta_path``,
+    only gives the import that found nothing the assignment's words. Without bubblewrap it goes first and
+    refuses them: advice, not enforcement (the student's process could remove it), as the isolation
+    description says.
+    """
+
+    def __init__(self, names, note: str):
+        self.names, self.note = frozenset(names), note
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in self.names:
+            raise ModuleNotFoundError(f"No module named '{top}': the grader's sandbox for this assignment does not "
+                                      f"have {top}" + (f". {self.note}" if self.note else ""), name=top)
+        return None
+
+
+def _refuse_imports(names, note: str, enforced: bool) -> None:
+    if not names:
+        return
+    finder = _Absent(names, note)
+    if enforced:
+        sys.meta_path.append(finder)
+    else:
+        sys.meta_path.insert(0, finder)
+
+
 def worker(config_path: str, boot: str) -> int:
     """Set the process up from its config, import ``boot/submission.py``, serve until EOF."""
     with open(config_path) as f:
@@ -85,6 +115,8 @@ def worker(config_path: str, boot: str) -> int:
         sys.path.append(cfg["package_parent"])
     # Imported here, under the limits: NumPy and torch count against the worker's own budgets.
     from . import probes, wire
+
+    _refuse_imports(cfg.get("absent") or [], str(cfg.get("absent_note") or ""), bool(cfg.get("absent_enforced")))
 
     req_fd, rep_fd = cfg["request_fd"], cfg["reply_fd"]
     os.set_inheritable(req_fd, False)
