@@ -176,16 +176,26 @@ def test_each_way_to_call_builtin_attention_is_refused_then_works_again(student,
 @pytest.mark.parametrize("kind", LAYERS)
 def test_each_builtin_attention_layer_is_refused_then_works_again(student, kind, grad):
     """Through the probe, as a check asks: in training, and in inference, where nn.MultiheadAttention and
-    nn.TransformerEncoderLayer take their fused kernels instead of F.multi_head_attention_forward (the
-    message names the first one called: a decoder layer's self-attention, nn.Transformer's encoder)."""
+    nn.TransformerEncoderLayer would take their fused kernels instead of F.multi_head_attention_forward. A
+    module probe runs under the function mode, which turns their fast paths off (they take it only when no
+    mode is active), so both go through F.multi_head_attention_forward; a training probe, without the mode,
+    meets the fused kernels in the dispatcher (the message names the first one called: a decoder layer's
+    self-attention, nn.Transformer's encoder)."""
     kw = dict(cls="Layer", init_kwargs={"kind": kind}, inputs=[X], grad=grad)
     with pytest.raises(probes.BuiltinAttentionUsed) as refused:
         probes.run_local("module_forward", student, no_builtin_attention=True, **kw)
-    fused = {"MultiheadAttention": "_native_multi_head_attention", "TransformerDecoderLayer": "_native_multi_head_attention",
-             "TransformerEncoderLayer": "_transformer_encoder_layer_fwd", "Transformer": "_transformer_encoder_layer_fwd"}
-    kernel = "multi_head_attention_forward" if grad else fused[kind]
-    assert f"torch's `{kernel}`" in str(refused.value)
+    assert "torch's `multi_head_attention_forward`" in str(refused.value)
     assert probes.run_local("module_forward", student, **kw)["outputs"][0].shape == X.shape  # restored
+    if not grad:
+        fused = {"MultiheadAttention": "_native_multi_head_attention",
+                 "TransformerDecoderLayer": "_native_multi_head_attention",
+                 "TransformerEncoderLayer": "_transformer_encoder_layer_fwd",
+                 "Transformer": "_transformer_encoder_layer_fwd"}
+        layer = student.Layer(kind=kind).eval()
+        with probes.without_builtins(probes.REFUSALS["no_builtin_attention"], module=student, functions=False):
+            with pytest.raises(probes.BuiltinAttentionUsed) as refused, torch.no_grad():
+                layer(torch.from_numpy(X))
+        assert f"torch's `{fused[kind]}`" in str(refused.value)  # by the name PyTorch's layer looks up
 
 
 def test_a_name_bound_at_import_time_is_refused_and_given_back(student):
@@ -199,8 +209,11 @@ def test_a_name_bound_at_import_time_is_refused_and_given_back(student):
             student.through_a_name_bound_at_import(torch.from_numpy(X))
     assert student.sdpa is original is F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
     # without the student's module, only PyTorch's names are replaced, and the bound name escapes them; the
-    # dispatcher's refusal (`refused_operators`) still sees the call
+    # function mode sees the call, and without it the dispatcher's refusal (`refused_operators`)
     with probes.without_builtin_attention():
+        with pytest.raises(probes.BuiltinAttentionUsed, match="scaled_dot_product_attention"):
+            student.through_a_name_bound_at_import(torch.from_numpy(X))
+    with probes.without_builtins(probes.REFUSALS["no_builtin_attention"], functions=False):
         with pytest.raises(probes.BuiltinAttentionUsed, match="aten::scaled_dot_product_attention"):
             student.through_a_name_bound_at_import(torch.from_numpy(X))
 
@@ -463,3 +476,104 @@ def test_the_tokenizer_guard_refuses_tiktoken_and_the_course_builders_then_gives
                 make()
     assert bpe.tiktoken_encoding([(97, 98)]).encode("ab") == [256]  # given back
     assert module.Encoding is tiktoken.Encoding
+
+
+# --------------------------------------------------------------------------- by what runs, not by name
+
+KEPT = '''
+import operator
+import pkgutil
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# kept at import time, where no guard is yet, in places no name replacement looks
+_KEPT = (operator.attrgetter("nn.functional.multi_head" + "_attention_forward")(torch),
+         pkgutil.resolve_name("torch:layer" + "_norm"))
+
+
+class KeptAttention(nn.Module):
+    """nn.MultiheadAttention's computation, through a function kept since import (with the weights returned,
+    so the computation has no fused operator of its own: only the function mode sees it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.MultiheadAttention(8, 2, batch_first=False)
+
+    def forward(self, x):
+        m = self.inner
+        return _KEPT[0](x, x, x, 8, 2, m.in_proj_weight, m.in_proj_bias, None, None, False, 0.0,
+                        m.out_proj.weight, m.out_proj.bias, training=self.training, need_weights=True)[0]
+
+
+class KeptNorm(nn.Module):
+    def forward(self, x, _norm=_KEPT[1]):
+        return _norm(x, x.shape[-1:])
+
+
+def own_kernel():
+    """Registers a Python kernel of its own for aten::layer_norm while the grader's refusal is active."""
+    lib = torch.library.Library("aten", "IMPL")
+    for key in ("CompositeImplicitAutograd", "CPU"):  # the grader's CPU kernel would win over a composite one
+        lib.impl("layer_norm", lambda x, shape, w=None, b=None, eps=1e-5, cudnn=True:
+                 (x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True) + eps).sqrt(), key)
+    own_kernel.kept = lib  # alive while the check runs
+    return torch.ops.aten.layer_norm(torch.ones(2, 4), [4])  # the newest kernel answers: the student's
+
+
+def pops_the_function_mode():
+    from torch.overrides import _pop_mode
+    _pop_mode()
+    return torch.zeros(1)
+'''
+
+
+@pytest.fixture
+def kept():
+    module = types.ModuleType("kept")
+    exec(compile(KEPT, "kept", "exec"), module.__dict__)
+    yield module
+    lib = getattr(module.own_kernel, "kept", None)
+    if lib is not None:
+        lib._destroy()
+
+
+def test_a_python_function_kept_since_import_is_refused_by_the_function_mode(kept):
+    """F.multi_head_attention_forward has no operator of its own: no dispatcher kernel can refuse it, no name
+    replacement sees a copy kept in a tuple; the function mode of every module probe does."""
+    x = np.random.default_rng(0).standard_normal((5, 2, 8)).astype(np.float32)
+    with pytest.raises(probes.BuiltinAttentionUsed, match="multi_head_attention_forward"):
+        probes.run_local("module_forward", kept, cls="KeptAttention", inputs=[x], no_builtin_attention=True)
+    assert probes.run_local("module_forward", kept, cls="KeptAttention", inputs=[x])["outputs"][0].shape == x.shape
+    with pytest.raises(probes.BuiltinNormUsed, match="layer_norm"):
+        probes.run_local("module_forward", kept, cls="KeptNorm", inputs=[x], no_builtin_transformer=True)
+    with probes.without_builtins(probes.REFUSALS["no_builtin_transformer"], module=kept, functions=False):
+        with pytest.raises(probes.BuiltinNormUsed, match="aten::layer_norm"):  # the dispatcher alone
+            kept.KeptNorm()(torch.from_numpy(x))
+
+
+def test_a_kernel_registered_over_the_graders_is_caught(kept):
+    with pytest.raises(probes.GuardRemoved, match="aten::layer_norm"):
+        with probes.without_builtins(probes.REFUSALS["no_builtin_transformer"], module=kept, functions=False):
+            kept.own_kernel()
+    kept.own_kernel.kept._destroy()
+    kept.own_kernel.kept = None
+    assert torch.layer_norm(torch.ones(2, 4), (4,)).shape == (2, 4)  # the grader's kernels are gone too
+
+
+def test_a_function_mode_taken_off_the_stack_is_caught(kept):
+    with pytest.raises(probes.GuardRemoved, match="function mode"):
+        with probes.without_builtins(probes.REFUSALS["no_builtin_transformer"], module=kept):
+            kept.pops_the_function_mode()
+    assert probes._function_modes() in ([], None)
+
+
+def test_an_honest_gc_collect_or_simple_namespace_is_not_a_finding():
+    """`import gc; gc.collect()` between training runs and `types.SimpleNamespace` records are honest code: a
+    finding there would fail every check of a rule. What reaches the grader's objects stays flagged."""
+    honest = "import gc\ngc.collect()\nimport types\nrecord = types.SimpleNamespace(loss=1.0)\n" \
+             "from gc import collect\nfrom types import SimpleNamespace\n"
+    assert rules.scan(honest) == {}
+    assert set(rules.scan("import gc\ngc.get_objects()\nimport types\ntypes.FunctionType\n")) == {
+        "gc.get_objects", "types.FunctionType"}
+    assert "from gc import get_referrers" in rules.scan("from gc import get_referrers\n")

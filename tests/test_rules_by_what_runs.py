@@ -16,6 +16,7 @@ about), must earn 0, and its message must name the rule or say the library is no
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -108,23 +109,23 @@ class CausalSelfAttention(nn.Module):
 BUILTIN_ATTACKS = {
     "05 LayerNorm through operator.attrgetter at import time": (
         "05-transformer", u5, {u5.LAYER_NORM}, {"LayerNorm": LAYER_NORM_BY_ATTRGETTER},
-        "PyTorch's built-in normalisation was called (torch's `aten::layer_norm`"),
+        r"PyTorch's built-in normalisation was called \(torch's `(aten::)?layer_norm`"),
     "08 RMSNorm through a function kept in a default argument since import": (
         "08-capstone", u8, {u8.RMSNORM}, {"RMSNorm": RMS_NORM_KEPT_SINCE_IMPORT},
-        "PyTorch's built-in normalisation was called (torch's `aten::rms_norm`"),
+        r"PyTorch's built-in normalisation was called \(torch's `(aten::)?rms_norm`"),
     "07 attention through pkgutil.resolve_name at import time": (
         "07-gpt", u7, {u7.ATTENTION}, {"CausalSelfAttention": ATTENTION_BY_RESOLVE_NAME},
-        "PyTorch's built-in attention was called (torch's `aten::scaled_dot_product_attention`"),
+        r"PyTorch's built-in attention was called \(torch's `(aten::)?scaled_dot_product_attention`"),
 }
 
 
 @pytest.mark.parametrize("attack", list(BUILTIN_ATTACKS))
 def test_a_builtin_reached_without_its_name_earns_nothing(attack, tmp_path, mirror):
-    aid, unit, keep, replace, fragment = BUILTIN_ATTACKS[attack]
+    aid, unit, keep, replace, pattern = BUILTIN_ATTACKS[attack]
     checks = _grade(tmp_path, aid, unit, keep, replace)
     for name in keep:
         assert checks[name]["score"] == 0, checks[name]
-        assert fragment in checks[name]["output"], checks[name]["output"]
+        assert re.search(pattern, checks[name]["output"]), checks[name]["output"]
 
 
 # --------------------------------------------------------------------------- class 3: libraries by what exists

@@ -137,7 +137,8 @@ GRADER_INTERNALS = frozenset({INSIDE_PACKAGE, "without_builtins", "refusing_buil
                               "BuiltinUsed", "BuiltinRNNUsed", "BuiltinAttentionUsed", "BuiltinNormUsed", "PROBES",
                               "BUILTIN_ENCODER", "BuiltinEncoderUsed", "BUILTIN_TOKENIZERS", "BuiltinTokenizerUsed",
                               "BUILTIN_TEMPLATES", "BuiltinTemplateUsed", "GuardRemoved", "refused_operators",
-                              "_REFUSING", "RNN_OPS", "ATTENTION_OPS", "NORM_OPS", "ENCODER_OPS"})
+                              "_REFUSING", "RNN_OPS", "ATTENTION_OPS", "NORM_OPS", "ENCODER_OPS",
+                              "_refusing_functions", "TRAINING_PROBES", "_put_back", "_function_modes"})
 # Ways to run code or reach objects that no name in the source shows.
 DYNAMIC_CALLS = frozenset({"eval", "exec", "compile", "__import__", "globals", "vars", "breakpoint"})
 DUNDERS = frozenset({"__dict__", "__globals__", "__closure__", "__code__", "__builtins__", "__subclasses__",
@@ -150,6 +151,10 @@ MODULES = frozenset({"gc", "ctypes", "importlib", "inspect", "builtins", "pickle
 ALLOWED_MODULE_ATTRS = {
     "sys": {"stdout", "stderr", "float_info", "maxsize", "version_info", "getrecursionlimit"},
     "os": {"path", "environ", "getenv", "cpu_count", "sep", "linesep", "makedirs", "listdir", "getcwd"},
+    # an honest training loop frees memory (gc.collect()) and builds small records (types.SimpleNamespace);
+    # what could reach the grader's objects (gc.get_objects, get_referrers, types.FunctionType) stays flagged
+    "gc": {"collect", "enable", "disable", "isenabled"},
+    "types": {"SimpleNamespace"},
     # minilm: the pretrained weights 06-bert loads; bpe: 07-gpt's pre-tokenizer (its reference builders are
     # flagged by name, with the tokenizer libraries); smollm: the capstone's GGUF reader (its reference chat
     # template and tokenizer flagged by name)

@@ -19,9 +19,9 @@ installs an import hook instead (`inside.main`): the same names are refused,
 but the student's process could take the hook away; the isolation
 description says that the grader's view was not built.
 
-Either way a refused import raises ``ModuleNotFoundError`` with `note` (the
-assignment's words: what it asks for, what is available), so the student's
-feedback names the rule instead of a bare "No module named".
+Either way a refused import raises ``ModuleNotFoundError``, and the grader
+words it with `note` (`explained`: what is available and why), so the
+student's feedback names the rule instead of a bare "No module named".
 """
 
 from __future__ import annotations
@@ -139,11 +139,17 @@ def bwrap_arguments(libraries: Libraries, bound: list[str]) -> list[str]:
     return args
 
 
-def refusal_message(name: str, libraries: Libraries) -> str:
-    """What a refused import of `name` says."""
-    top = name.split(".")[0]
-    return (f"No module named '{top}': the grader's sandbox for this assignment does not have {top}"
-            + (f". {libraries.note}" if libraries.note else ""))
+def explained(message: str, libraries: Libraries) -> str:
+    """A student's error message with each "No module named 'X'" about a library `libraries` leaves out
+    worded as such (read on the grader's side, from the worker's error reply: nothing inside the worker
+    changes how an import fails, so code that only probes for a library, as torch does, is unaffected)."""
+    def say(match: re.Match) -> str:
+        top = match.group(2).split(".")[0]
+        if not libraries.refuses(top):
+            return match.group(0)
+        return (f"{match.group(1)}{top}': the grader's sandbox for this assignment does not have {top}"
+                + (f". {libraries.note}" if libraries.note else ""))
+    return re.sub(r"(No module named ')([\w.]+)'", say, message, count=1)
 
 
-__all__ = ["Libraries", "absent", "bwrap_arguments", "installed", "kept_entries", "refusal_message", "site_dirs"]
+__all__ = ["Libraries", "absent", "bwrap_arguments", "explained", "installed", "kept_entries", "site_dirs"]

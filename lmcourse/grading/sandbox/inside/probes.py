@@ -420,7 +420,7 @@ def refused_operators(*refusals: Refusal):
 
 
 @contextlib.contextmanager
-def without_builtins(*refusals: Refusal, module=None):
+def without_builtins(*refusals: Refusal, module=None, functions: bool = True):
     """While active, calling one of the refusals' functions raises the refusal's error.
 
     Where the name is bound decides what replacing it catches. PyTorch's layers look their kernels up when
@@ -432,20 +432,23 @@ def without_builtins(*refusals: Refusal, module=None):
     attribute of torch's changes what that name holds. So the guard also replaces, in `module` (the
     student's module, which every probe receives), each global name that holds one of the functions.
 
-    What it cannot see is a function kept somewhere else since import time (a default argument, a class
-    attribute), or torch's C functions reached another way: the source scan (`lmcourse.grading.rules`)
-    flags every way of naming one, and the checks compare every number anyway. (A TorchFunctionMode would
-    see every call, but it costs every tensor operation a Python call: measured, 25-45% more time for a
-    small recurrent model's forward and backward, which a graded training run would pay.)
+    What no name replacement can see is a function kept somewhere else since import time (a default
+    argument, a tuple), or reached by ``operator.attrgetter`` and the like. Two more layers see those, by
+    what runs rather than by name: the refusals' ATen operators are refused in PyTorch's dispatcher
+    (`refused_operators`), and, with `functions` (every probe but the training ones), a function mode
+    refuses the functions themselves (`_refusing_functions`), which catches the Python-level ones with no
+    operator of their own (``F.multi_head_attention_forward``). The function mode costs every tensor
+    operation a Python call (measured: 25-45% more time for a small recurrent model's forward and backward),
+    which a graded training run would pay; the dispatcher's refusal costs nothing but the refused operators.
+    The source scan (`lmcourse.grading.rules`) stays, as the early warning `lmcourse check` explains.
 
-    Everything replaced is put back on exit, also when the student's code raises. The refusals' ATen
-    operators are refused in PyTorch's dispatcher at the same time (`refused_operators`): what no name
-    replacement can see still ends there.
+    Everything replaced is put back on exit, also when the student's code raises.
     """
-    undo = []  # (namespace, name, what it held), in the order replaced
-    operators = refused_operators(*refusals)
-    try:
-        operators.__enter__()
+    refused = {}  # id(original function) -> (refusal, name, the original): what the function mode refuses
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(refused_operators(*refusals))
+        undo = []  # (namespace, name, what it held), in the order replaced
+        stack.callback(_put_back, undo)
         for refusal in refusals:
             stand_ins = {}  # id(original function) -> (the original, what replaces it)
             for path in refusal.owners:
@@ -458,6 +461,7 @@ def without_builtins(*refusals: Refusal, module=None):
                         continue
                     if id(original) not in stand_ins:
                         stand_ins[id(original)] = (original, _refuse(refusal, name))
+                        refused.setdefault(id(original), (refusal, name, original))
                     namespace = vars(owner)  # torch._VF finds its kernels by __getattr__: a name set here wins
                     undo.append((namespace, name, namespace.get(name, _ABSENT)))
                     namespace[name] = stand_ins[id(original)][1]
@@ -468,18 +472,60 @@ def without_builtins(*refusals: Refusal, module=None):
                     if stand_in is not None and value is original:
                         undo.append((namespace, key, value))
                         namespace[key] = stand_in
+        if functions and refused:
+            stack.enter_context(_refusing_functions(refused))
         yield
-    except BaseException:
-        operators.__exit__(*sys.exc_info())
-        raise
-    else:
-        operators.__exit__(None, None, None)  # raises GuardRemoved if the kernels were taken away
+
+
+def _put_back(undo: list) -> None:
+    for namespace, name, held in reversed(undo):
+        if held is _ABSENT:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = held
+
+
+def _function_modes() -> list | None:
+    """torch's stack of function modes, innermost last (None where this torch cannot tell)."""
+    try:
+        from torch.overrides import _get_current_function_mode_stack
+        return list(_get_current_function_mode_stack())
+    except Exception:  # noqa: BLE001 (a private API of torch's: absent or changed)
+        return None
+
+
+@contextlib.contextmanager
+def _refusing_functions(refused: dict):
+    """A function mode (``torch.overrides.TorchFunctionMode``) that refuses the original functions in `refused`
+    however they are reached: PyTorch calls the innermost mode for every function of its Python API
+    (``F.multi_head_attention_forward`` included, which has no ATen operator of its own), with the function
+    object itself. Every tensor operation pays a Python call while it is active, so the training probes run
+    without it (`TRAINING_PROBES`); the dispatcher's refusal covers them."""
+    from torch.overrides import TorchFunctionMode
+
+    class Refusing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            hit = refused.get(id(func))
+            if hit is not None and hit[2] is func:
+                refusal, name, _ = hit
+                raise refusal.error(refusal.message.format(name=name))
+            return func(*args, **(kwargs or {}))
+
+    mode = Refusing()
+    mode.__enter__()
+    try:
+        yield
+        stack = _function_modes()
+        if stack is not None and mode not in stack:
+            raise GuardRemoved("the grader's refusal of PyTorch's built-in functions was switched off while your "
+                               "code ran (its function mode left the stack)")
     finally:
-        for namespace, name, held in reversed(undo):
-            if held is _ABSENT:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = held
+        stack = _function_modes()
+        if stack is None or mode in stack:
+            try:
+                mode.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001 (the stack was changed under it: nothing more to undo)
+                pass
 
 
 def without_builtin_rnn(active: bool = True, module=None):
@@ -498,9 +544,13 @@ def refusing_builtins(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def run(module, *args, **kwargs):
         asked = [refusal for keyword, refusal in REFUSALS.items() if kwargs.pop(keyword, False)]
-        with without_builtins(*asked, module=module):
+        with without_builtins(*asked, module=module, functions=fn.__name__ not in TRAINING_PROBES):
             return fn(module, *args, **kwargs)
     return run
+
+
+# The probes that run a student's whole training loop: no function mode there (see `without_builtins`).
+TRAINING_PROBES = frozenset({"train_and_keep", "train_and_trace"})
 
 
 # --------------------------------------------------------------------------- #
