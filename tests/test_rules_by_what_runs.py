@@ -23,11 +23,12 @@ import pytest
 
 import test_unit02_word2vec as u2
 import test_unit05_transformer as u5
+import test_unit06_bert as u6
 import test_unit07_gpt as u7
 import test_unit08_capstone as u8
 from lmcourse.grading import grade_notebook
 from lmcourse.grading.runner import LIBRARIES, libraries
-from lmcourse.grading.sandbox import Limits, Worker
+from lmcourse.grading.sandbox import Limits, StudentError, Worker
 from lmcourse.grading.sandbox import libraries as sandbox_libraries
 from lmcourse.grading.testing import submission_from_solution
 
@@ -162,6 +163,13 @@ def chat_prompt(messages):
     return _RENDER[0](messages)
 '''
 
+WORDPIECE_BY_HUGGING_FACE = '''
+def wordpiece_tokenize(text, vocab):
+    import pkgutil
+    tokenizer = pkgutil.resolve_name("tokenizers:BertWordPieceTokenizer")(dict(vocab), lowercase=True)
+    return tokenizer.encode(text, add_special_tokens=False).ids
+'''
+
 LIBRARY_ATTACKS = {
     "02 word2vec trained by gensim, reached by pkgutil.resolve_name": (
         "02-word2vec", u2, {u2.TRAINING}, {"train_sgns": GENSIM_WORD2VEC}, "does not have gensim"),
@@ -169,6 +177,8 @@ LIBRARY_ATTACKS = {
         "07-gpt", u7, {u7.ENCODE}, {"encode": ENCODE_THROUGH_THE_COURSES_TIKTOKEN}, "does not have tiktoken"),
     "08 chat template rendered by the course's jinja2 helper, kept since import": (
         "08-capstone", u8, {u8.CHAT}, {"chat_prompt": CHAT_THROUGH_THE_COURSES_JINJA}, "does not have jinja2"),
+    "06 WordPiece by Hugging Face's tokenizers (no rule of its own: the library is simply not there)": (
+        "06-bert", u6, {u6.WORDPIECE}, {"wordpiece_tokenize": WORDPIECE_BY_HUGGING_FACE}, "does not have tokenizers"),
 }
 
 
@@ -195,6 +205,10 @@ def look(name):
     import site
     on_disk = any(os.path.exists(os.path.join(p, name)) for p in site.getsitepackages())
     return [imported, on_disk]
+
+
+def load(name):
+    importlib.import_module(name)
 '''
 
 
@@ -210,8 +224,14 @@ def test_left_out_libraries_are_absent_from_the_view_not_only_refused():
             pytest.skip(f"no bubblewrap here: {w.isolation}")
         for name in ("transformers", "tokenizers", "jinja2"):
             imported, on_disk = w.call("look", name)
-            assert not on_disk and imported.startswith(f"No module named '{name}'"), (name, imported)
-            assert "standard library, numpy, torch" in imported
+            assert not on_disk and imported == f"No module named '{name}'", (name, imported)
+            with pytest.raises(StudentError) as failed:  # what the student reads, worded on the grader's side
+                w.call("load", name)
+            assert f"No module named '{name}': the grader's sandbox for this assignment does not have {name}" \
+                in failed.value.message and "standard library, numpy, torch" in failed.value.message
+        with pytest.raises(StudentError) as failed:  # a module that does not exist anywhere: left as it is
+            w.call("load", "no_such_library")
+        assert "No module named 'no_such_library'" in failed.value.message and "sandbox" not in failed.value.message
         assert w.call("look", "torch") == ["imported", True]
         assert w.call("look", "gguf")[0] == "imported"  # the capstone's GGUF reader needs it
     with Worker(PROBE, limits=Limits(call_timeout=60), libraries=libraries(ROOT, "07-gpt")) as w:
