@@ -21,7 +21,9 @@ costs nothing.
 
 The *student module* is the concatenation, in release order, of the student's
 answer cells and the release's locked non-test code cells, minus cells tagged
-``demo``, with IPython magics and shell escapes commented out. A locked cell
+``demo``, with what IPython reads as a magic or a shell escape neutralised
+(`comment_magics`, with IPython's own transformer: a ``%`` that continues a
+line inside brackets is Python and stays). A locked cell
 is always taken from the release: editing the given code changes nothing, and
 a student cell can never stand in for one. Test cells never reach the module
 (their points come from the trusted checks), so a test cell that was edited or
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -157,6 +160,25 @@ def _import_jupytext():
 
 
 jupytext = _import_jupytext()
+
+
+def _import_ipython_transformer():
+    """IPython's input transformer (`comment_magics`), or None where IPython is not installed.
+
+    Imported with this module, never later, for the same reason as jupytext
+    (a submission is read in a forked child). About 30 ms next to jupytext,
+    once per grading process.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from IPython.core import inputtransformer2
+        return inputtransformer2
+    except Exception:  # not installed, or an IPython too different to use: the plain reading
+        return None
+
+
+_ipy = _import_ipython_transformer()
 TEXT_FORMATS = {".py": "py", ".md": "md"}  # suffix -> jupytext format (jupytext tells percent from light)
 
 
@@ -409,9 +431,97 @@ def strip_markers(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not SOLUTION_MARKERS.match(line))
 
 
+@functools.lru_cache(maxsize=1024)  # every cell is read several times (names, stubs, parsing, extraction)
 def comment_magics(source: str) -> str:
-    """Comment out ``%magic`` and ``!shell`` lines: they are IPython, not Python."""
-    return "\n".join(MAGIC.sub(r"\1# \2", line) for line in source.splitlines())
+    """``source`` as Python: what IPython would run as a magic or a shell escape is neutralised.
+
+    Only what IPython itself treats as its syntax counts, found with IPython's
+    own input transformer (`_ipython_lines`): a ``%magic``, ``!shell``,
+    ``x = %magic``, ``x = !shell`` or ``obj?`` that starts a *logical* line.
+    A line that starts with ``%`` inside brackets is Python (PEP 8's break
+    before a binary operator, ``(a\n % b)``) and is left alone, as is a ``%``
+    in a string. Each such command becomes ``pass  # <the command>`` (``x =
+    None  # ...`` for an assignment; its continuation lines comments), so the
+    lines keep their numbers and a command inside a block leaves the block
+    valid; none of them runs (a ``%time`` of a training run at the top level
+    would train at every import). A cell magic's ``%%`` line is commented out
+    and its body kept, as before. Where IPython's transformer is not installed,
+    a line that starts with ``%`` or ``!`` is commented out unless the source
+    is valid Python as it is.
+    """
+    lines = source.splitlines()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (invalid escape sequences: the kernel says so, not the grader)
+        try:
+            ast.parse(source)
+            return "\n".join(lines)  # valid Python: IPython's syntax never is, so there is none here
+        except (SyntaxError, ValueError):
+            pass
+    if _ipy is not None:
+        try:
+            out = _ipython_lines(lines)
+        except (MemoryError, RecursionError):
+            raise  # `bounded` turns them into the status too-large
+        except Exception:  # IPython failed on odd input: the plain reading below
+            out = None
+        if out is not None:
+            return "\n".join(out)
+    return "\n".join(MAGIC.sub(r"\1# \2", line) for line in lines)
+
+
+def _ipython_lines(lines: list[str]) -> list[str] | None:
+    """``lines`` with what IPython's `TransformerManager` transforms neutralised, the same number of lines.
+
+    IPython's `transform_cell` runs its clean-up (leading blank lines, the
+    common indentation, ``>>>``/``In [1]:`` prompts: the kernel runs the cell
+    that way, so the module does too), then finds one escaped command at a
+    time on tokens (not on text) and replaces its lines by one call. The same
+    steps run here, each recording which of the cell's lines it replaced;
+    those lines are then rewritten in place. None when the clean-up changed
+    the number of lines (never seen; the caller falls back).
+    """
+    lead = 0
+    while lead < len(lines) and not lines[lead].strip():
+        lead += 1
+    work = [line + "\n" for line in lines[lead:]]
+    if not work:
+        return lines
+    for clean in (_ipy.leading_indent, _ipy.classic_prompt, _ipy.ipython_prompt):
+        work = clean(work)
+    if len(work) != len(lines) - lead:
+        return None
+    cleaned = [line.rstrip("\n") for line in work]
+    out = list(cleaned)
+    if cleaned[0].startswith("%%"):  # a cell magic (%%time, %%capture): its body is the cell's code
+        out[0] = "# " + cleaned[0]
+        work[0] = "\n"
+    origin = [[i] for i in range(len(work))]  # line of `work` -> the lines of the cell it stands for
+    transformers = _ipy.TransformerManager().token_transformers
+    for _ in range(_ipy.TRANSFORM_LOOP_LIMIT):
+        tokens = _ipy.make_tokens_by_line(work)
+        found = sorted((t for t in (cls.find(tokens) for cls in transformers) if t),
+                       key=_ipy.TokenTransformBase.sortby)
+        for t in found:
+            try:
+                new = t.transform(work)
+            except SyntaxError:
+                continue
+            start, span = t.start_line, len(work) - len(new) + 1
+            replaced = [i for group in origin[start:start + span] for i in group]
+            first = replaced[0]
+            # what stays of the first line: its indentation, or the `x = ` of `x = %time f()`
+            keep = cleaned[first][:t.start_col] if len(origin[start]) == 1 else ""
+            if not keep.strip():
+                keep = cleaned[first][:len(cleaned[first]) - len(cleaned[first].lstrip())]
+            stand_in = "None" if keep.strip() else "pass"
+            out[first] = f"{keep}{stand_in}  # {cleaned[first][len(keep):].strip()}"
+            for i in replaced[1:]:
+                out[i] = "# " + cleaned[i]
+            work, origin[start:start + span] = new, [replaced]
+            break
+        else:
+            break
+    return lines[:lead] + out
 
 
 def _join(parts: list[tuple[str, str, str]]) -> tuple[str, list[tuple[int, int, str]]]:
