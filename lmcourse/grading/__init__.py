@@ -33,7 +33,7 @@ The path of a submission, top-down; no module imports one above it
     layers      PyTorch's own layers (recurrent, attention) behind the assignments' interfaces
     checks      what a hidden check is made of (``check``, ``expect_*``)
     sandbox/    the worker: plan, bwrap, staging, reaping, messages, limits
-    sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, main
+    sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, cells, main
     kinds       the student's kinds of failure and their status words
 
 (`testing`, which builds submissions for the project's own tests, sits beside it.)

@@ -33,6 +33,11 @@ definition wins, as in the student's kernel. A cell that does not parse is
 replaced by a comment (its functions are then missing, and only the checks
 that need them fail). The same extraction on the solution notebook gives the
 *reference module*.
+
+The module's second line lists its cells' line ranges (`CELLS_LINE`): the
+worker loads it cell by cell, as a kernel's "run all" does, so a cell that
+raises at its top level costs the checks that need it, not the notebook
+(`lmcourse.grading.runner._cells_that_raised`).
 """
 
 from __future__ import annotations
@@ -524,9 +529,19 @@ def _ipython_lines(lines: list[str]) -> list[str] | None:
     return lines[:lead] + out
 
 
+# The second line of every extracted module: its cells' line ranges, as `_join`'s line map in JSON. The
+# worker loads such a module cell by cell (`sandbox.inside.main`), as a kernel runs them.
+CELLS_LINE = "# lmcourse-cells: "
+
+
 def _join(parts: list[tuple[str, str, str]]) -> tuple[str, list[tuple[int, int, str]]]:
-    """Concatenate (grade_id, role, code) parts with a header comment per cell."""
-    lines: list[str] = ['"""Extracted by lmcourse.grading: solution cells and locked cells, in notebook order."""']
+    """Concatenate (grade_id, role, code) parts with a header comment per cell.
+
+    Line 2 lists the cells' line ranges (`CELLS_LINE`); it comes before any
+    cell's code, so nothing a cell holds can change it.
+    """
+    lines: list[str] = ['"""Extracted by lmcourse.grading: solution cells and locked cells, in notebook order."""',
+                        CELLS_LINE]
     line_map = []
     for gid, kind, code in parts:
         lines += ["", "", f"# ---- cell {gid} ({kind})"]
@@ -534,6 +549,7 @@ def _join(parts: list[tuple[str, str, str]]) -> tuple[str, list[tuple[int, int, 
         body = code.splitlines() or ["pass"]
         lines += body
         line_map.append((first, len(lines), gid))
+    lines[1] = CELLS_LINE + json.dumps(line_map)
     return "\n".join(lines) + "\n", line_map
 
 
@@ -874,6 +890,66 @@ def bound_names(source: str) -> set[str]:
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
     return names
+
+
+def free_names(source: str) -> set[str]:
+    """Names a cell uses without binding them itself: what it takes from the cells before it."""
+    try:
+        tree = ast.parse(comment_magics(source))
+    except (SyntaxError, ValueError):
+        return set()
+    used, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return used - bound
+
+
+def tested_by(release) -> dict[str, str]:
+    """Name an answer or given cell of the release defines -> grade_id of the test cell that tests it.
+
+    That is the first test cell, in notebook order, that uses the name:
+    nbgrader notebooks put the test right after its answer, and a later test
+    cell that uses the name too uses it as a tool (the multi-head attention's
+    test cell builds its masks with the mask functions, tested before it).
+    Read from the release only: a submission cannot move a check.
+    """
+    defined: set[str] = set()
+    out: dict[str, str] = {}
+    for cell in release.cells:
+        if cell.get("cell_type") != "code" or is_demo(cell):
+            continue
+        kind = role(cell)
+        if kind == "solution":
+            defined |= stub_names(cell)
+        elif kind == "locked":
+            defined |= defined_names(cell_source(cell))
+        elif kind == "test":
+            for name in free_names(cell_source(cell)) & defined:
+                out.setdefault(name, grade_id(cell))
+    return out
+
+
+def names_lost(source: str, line_map, failed) -> dict[int, set[str]]:
+    """First line of each cell of ``failed`` (first lines of ``line_map``'s cells) -> the names it defines
+    (`defined_names`) whose last definition in the module is in that cell: what a kernel would have taken
+    from a cell that raised. A name a later cell defines again is that cell's (the kernel keeps the last)."""
+    lines = source.split("\n")
+    owner: dict[str, int] = {}
+    for first, last, _ in line_map:
+        for name in defined_names("\n".join(lines[first - 1:last])):
+            owner[name] = first
+    lost: dict[int, set[str]] = {first: set() for first in failed}
+    for name, first in owner.items():
+        if first in lost:
+            lost[first].add(name)
+    return lost
 
 
 def _still_a_stub(node) -> bool:

@@ -56,6 +56,7 @@ class StudentProxy:
 
     def call(self, name: str, *args, timeout: float | None = None, **kwargs) -> Any:
         self._plugin._note_function(name)
+        self._plugin.refuse_unloaded(name)
         return self._worker.call(name, *args, timeout=timeout, **kwargs)
 
     def probe(self, probe_name: str, *, timeout: float | None = None, **kwargs) -> Any:
@@ -66,6 +67,7 @@ class StudentProxy:
                 # The worker refuses the built-ins while the probe runs; the student's code could
                 # switch that guard off, so the rule is verified here too, from the source (`rules`).
                 self._plugin.require_rule(keyword, str(label))
+        self._plugin.refuse_unloaded(*(kwargs.get(k) for k in ("fn", "cls", "load_fn")))
         return self._worker.probe(probe_name, timeout=timeout, **kwargs)
 
     def has(self, name: str) -> bool:
@@ -87,7 +89,8 @@ class GradingPlugin:
 
     def __init__(self, *, worker, reference, tier: str, assignment: str, blocked: dict[str, str] | None = None,
                  block_all: tuple[str, str] | None = None, visible_only: bool = False,
-                 exclude: frozenset[str] = frozenset(), findings: dict | None = None):
+                 exclude: frozenset[str] = frozenset(), findings: dict | None = None,
+                 unloaded: dict[str, str] | None = None, unloaded_names: dict[str, str] | None = None):
         # underscored: the fixture methods below own the plain names
         self._worker = worker
         self._reference = reference
@@ -98,6 +101,11 @@ class GradingPlugin:
         self.visible_only = visible_only
         self.exclude = frozenset(exclude)  # check names left out (not run, not counted)
         self.findings = dict(findings or {})  # `rules.scan_answers` of the submission
+        # A cell that raised when the module was loaded (the rest was loaded, `runner._cells_that_raised`):
+        # test cell grade_id -> why its checks are not run, and name the cell defines -> why a check
+        # that calls it fails. Both say which cell raised; the notebook's problems say how.
+        self.unloaded = dict(unloaded or {})
+        self.unloaded_names = dict(unloaded_names or {})
         self.results: dict[str, dict] = {}
         self.order: list[str] = []
         self.not_run: list[dict] = []  # checks left out by visible_only or exclude, for a count
@@ -119,6 +127,15 @@ class GradingPlugin:
             f"cells use {describe(found)}. {rule.refused}, torch's kernel tables, dynamic code (eval, exec, "
             "computed getattr) and the grader's own modules are not allowed in this assignment's answers",
             name=label)
+
+    def refuse_unloaded(self, *names) -> None:
+        """Fail the current check (as the student's error) when it calls a function or class whose
+        cell raised when the module was loaded: whatever that cell left defined is not graded, as a
+        stub would not be."""
+        for name in names:
+            why = self.unloaded_names.get(name) if type(name) is str else None
+            if why and self.StudentError is not None:
+                raise self.StudentError("import-error", why, name=name)
 
     # -- fixtures ---------------------------------------------------------------------------
 
@@ -175,8 +192,11 @@ class GradingPlugin:
             self.results[item.nodeid] = dict(entry, score=0.0, status="failed", output="", kind=None,
                                              function=None, seconds=0.0)
             why = self.block_all[1] if self.block_all else self.blocked.get(info.cell)
+            kind = self.block_all[0] if self.block_all else "structure"
+            if not why and info.cell in self.unloaded:
+                why, kind = self.unloaded[info.cell], "import-error"
             if why:
-                self.results[item.nodeid].update(output=why, kind=self.block_all[0] if self.block_all else "structure")
+                self.results[item.nodeid].update(output=why, kind=kind)
                 item.add_marker(pytest.mark.skip(reason="lmcourse-blocked"))
         items[:] = keep
 

@@ -176,7 +176,9 @@ def check_text(result: Result | dict, notebook, verbose: bool = False) -> str:
         out.append("notebook problems:")
         for p in problems:
             mark = "!" if p.get("warning") else "✗"  # a warning costs nothing: say so by its mark
-            out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + p["message"])
+            first, *more = str(p["message"]).split("\n")  # (a traceback after the first line: indented under it)
+            out.append(f"  {mark} [{p['status']}] " + (f"cell '{p['cell']}': " if p.get("cell") else "") + first)
+            out += [f"      {line}" for line in more]
     # One error that stops every check (the code does not import, say): shown once, in full.
     tests = result.tests
     outputs = {t.output for t in tests if not t.passed}

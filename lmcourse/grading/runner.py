@@ -152,6 +152,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     problems: list[nbmod.Problem] = []
     blocked: dict[str, str] = {}
     block_all: tuple[str, str] | None = None
+    unloaded: dict[str, str] = {}
+    unloaded_names: dict[str, str] = {}
     extraction = None
     try:
         # The work that grows with the submission runs in a child with a memory and time budget.
@@ -193,6 +195,9 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 if failed is not None:  # nothing of the module can be called: every check says why
                     block_all = (getattr(failed, "kind", "import-error"),
                                  _name_cell(getattr(failed, "message", str(failed)), extraction))
+                else:  # the cells that raised were reported, and the others loaded
+                    raised, unloaded, unloaded_names = _cells_that_raised(worker, extraction, release)
+                    problems.extend(raised)
             except StudentError as err:
                 block_all = (err.kind, _name_cell(err.message, extraction))
                 worker = None
@@ -201,10 +206,11 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
         plugin = GradingPlugin(worker=worker, reference=reference, tier=tier, assignment=assignment_id,
                                blocked=blocked, block_all=block_all, visible_only=visible_only,
                                exclude=frozenset(exclude),
-                               findings=extraction.findings if extraction is not None else {})
+                               findings=extraction.findings if extraction is not None else {},
+                               unloaded=unloaded, unloaded_names=unloaded_names)
         run_checks(folder, plugin)
-        cell_results = _run_test_cells(worker, release, extraction, block_all, StudentError) if test_cells \
-            else None
+        cell_results = _run_test_cells(worker, release, extraction, block_all, StudentError, unloaded) \
+            if test_cells else None
         if worker is not None:
             try:
                 captured = worker.captured_output
@@ -287,8 +293,11 @@ def _tidy_assertion(message: str) -> str:
 TEST_CELL_SECONDS = 20.0
 
 
-def _run_test_cells(worker, release, extraction, block_all, StudentError) -> list[dict]:
-    """Run the release's test cells in the worker, in order; one entry per cell (see `grade`)."""
+def _run_test_cells(worker, release, extraction, block_all, StudentError, unloaded=None) -> list[dict]:
+    """Run the release's test cells in the worker, in order; one entry per cell (see `grade`).
+
+    A test cell whose checks are not run because the cell it tests raised when the module was loaded
+    (``unloaded``, `_cells_that_raised`) is not run either, and says so."""
     points = nbmod.graded_cells(release)
     out = []
     for cell in release.cells:
@@ -299,6 +308,11 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
         if worker is None or block_all is not None:
             entry["error"] = {"type": "not-run", "message": "not run: your code could not be loaded (see above)",
                               "line": None, "statement": "", "traceback": ""}
+            out.append(entry)
+            continue
+        if gid in (unloaded or {}):
+            entry["error"] = {"type": "not-run", "message": unloaded[gid], "line": None, "statement": "",
+                              "traceback": ""}
             out.append(entry)
             continue
         try:
@@ -331,6 +345,76 @@ def _run_test_cells(worker, release, extraction, block_all, StudentError) -> lis
                 entry["error"]["message"] += " " + hint
         out.append(entry)
     return out
+
+
+def _cells_that_raised(worker, extraction, release) -> tuple[list[nbmod.Problem], dict[str, str], dict[str, str]]:
+    """The cells that raised while the worker loaded the module, and what they cost (issue #37).
+
+    The worker runs the module cell by cell, as a kernel's "run all" does
+    (`sandbox.inside.cells.run_cells`): a cell that raises (a scratch
+    ``print(debug_tensor.shape)`` left at its top level) keeps what it
+    defined before that line, and the next cells still run. What it defines
+    (`nbmod.names_lost`: the names whose last definition is in it) is not
+    graded: the checks of the test cell that tests those names
+    (`nbmod.tested_by`) are not run, and any other check that calls one of
+    them fails, each with a line that names the cell. Those earn what a stub
+    in that cell would, nothing more; checks that need nothing of that cell
+    run as usual. The cause is said once, as a notebook problem (status
+    ``import-error``) with the line and the student's traceback. A cell that
+    does not compile (``return`` outside a function) defined nothing, like one
+    that does not parse: a ``syntax-error`` problem, worded the same way.
+
+    Returns (problems, test cell -> why its checks are not run, name -> why a
+    check that calls it fails). The worker's report is the student's process
+    speaking: cells are named from the grader's own line map, and a forged
+    entry could only cost its sender points.
+    """
+    errors = getattr(worker, "cell_errors", None) or []
+    if not errors or extraction is None:
+        return [], {}, {}
+    cells = {first: (first, last, gid) for first, last, gid in extraction.line_map}
+    given = {nbmod.grade_id(c) for c in release.cells if nbmod.role(c) == "locked"}
+    raised: dict[int, dict] = {}
+    for err in errors:
+        if err["first"] in cells and err["first"] not in raised:  # (never the module's docstring)
+            raised[err["first"]] = err
+    compiled = {first for first, err in raised.items() if not (err["type"] == "SyntaxError" and not err["traceback"])}
+    lost = nbmod.names_lost(extraction.source, extraction.line_map, compiled)
+    tests = nbmod.tested_by(release)
+    problems, unloaded, unloaded_names = [], {}, {}
+    for first, err in sorted(raised.items()):
+        _, last, gid = cells[first]
+        what = f"the given cell '{gid}'" if gid in given else f"cell '{gid}'"
+        line = min(max(err["line"], first), last) - first + 1
+        if first not in compiled:
+            problems.append(nbmod.Problem("syntax-error", f"{what} has a syntax error at line {line}: "
+                                          f"{err['message']}; nothing in this cell could be graded", gid))
+            continue
+        names = sorted(lost.get(first, ()))
+        error = f"{err['type']}: {err['message']}" if err["message"] else err["type"]
+        if gid in given:
+            fix = ("It is the released code: something one of your cells before it defines or changes (a name, "
+                   "a module) makes it fail")
+        else:
+            fix = "Remove or fix that line"
+        cost = (f"only the checks that need {', '.join(names)} from this cell score 0" if names else
+                "no check needs what this cell defines")
+        said = err["message"].strip().rstrip(".")
+        message = (f"{what} raised {err['type']} at line {line} when your notebook was loaded"
+                   f"{': ' + said if said else ''}. {fix}; the other cells were loaded, and {cost}.")
+        trace = _name_cell(err["traceback"], extraction)
+        if trace:
+            message += f"\nIn your code:\n{trace}"
+        hint = _skipped_name_hint(error, extraction)
+        if hint:
+            message += f"\n{hint}"
+        problems.append(nbmod.Problem("import-error", message, gid))
+        pointer = f"not run: {what} raised {err['type']} when your notebook was loaded (see the notebook's problems)"
+        for name in names:
+            unloaded_names.setdefault(name, f"{pointer}, and `{name}` is defined there")
+            if name in tests:
+                unloaded.setdefault(tests[name], f"{pointer}; this check needs `{name}` from that cell")
+    return problems, unloaded, unloaded_names
 
 
 def _read_and_extract(path: Path, release, release_path: str | None = None) -> dict:

@@ -60,6 +60,13 @@ or ``os._exit`` at import, a crash or an import slower than
 `SandboxError` only for problems of the grader's own setup (e.g.
 ``isolate=True`` where full isolation is impossible).
 
+A module extracted from a notebook (its second line lists its cells) is
+loaded cell by cell instead (`inside.cells`), as a kernel's "run all" does: a
+cell that raises is listed in ``worker.cell_errors`` (its first line, the
+line that raised, the exception, the student's lines), what it defined before
+that line is kept, and the next cells still run; ``import_error`` stays None
+unless the load as a whole fails (the process dies, times out or floods).
+
 Processes
 ---------
 `close()` (also on timeout, crash or garbled reply) kills the PID namespace's
@@ -89,7 +96,7 @@ Modules, top-down (none imports one above it)
 - `reaping`:   finding and killing every process a worker left behind
 - `messages`:  `StudentError` and the student's words for each worker failure
 - `limits`:    `Limits`
-- `inside/`:   everything that runs in the worker (protocol, wire, probes, confine, main)
+- `inside/`:   everything that runs in the worker (protocol, wire, probes, confine, cells, main)
 """
 
 from __future__ import annotations

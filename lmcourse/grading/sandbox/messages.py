@@ -161,6 +161,30 @@ def flood_error(name: str, flood_bytes: int) -> StudentError:
                         "output. Remove the prints inside your function (or print much less).", name=name)
 
 
+def cell_errors(hello) -> list[dict]:
+    """The cells that raised while the worker loaded a notebook's module, from its hello reply.
+
+    Each is ``{"first", "line", "type", "message", "traceback"}``: the first
+    line of the cell and the line that raised, numbered in the module, and the
+    exception, as `inside.cells.run_cells` reports it. The reply comes from
+    the student's process, so every field is checked and cleaned, and an
+    entry of any other shape is dropped: a forged entry can only cost its
+    sender points, never earn any (the grader names the cell from its own
+    line map).
+    """
+    items = hello.get("cell_errors") if type(hello) is dict else None
+    if type(items) is not list:
+        return []
+    out = []
+    for item in items[:200]:
+        if type(item) is not dict or not all(type(item.get(k)) is int for k in ("first", "line")) or \
+                not all(type(item.get(k)) is str for k in ("type", "message", "traceback")):
+            continue
+        out.append({"first": item["first"], "line": item["line"], "type": clean(item["type"][:200]),
+                    "message": clean(item["message"][:2000]), "traceback": clean(item["traceback"][:4000])})
+    return out
+
+
 def from_error_reply(payload, name: str | None, limits, importing: bool = False) -> StudentError:
     """The student's error for the worker's error reply (`inside.protocol.error_reply`).
 

@@ -99,6 +99,7 @@ class Worker:
         self._starts = 0
         self.import_error: StudentError | None = None
         self.names: tuple[str, ...] = ()
+        self.cell_errors: list[dict] = []  # cells of a notebook's module that raised when loaded (`messages`)
         self.leaked: list[int] = []        # pids that survived a kill (should stay empty)
         self._seccomp = False
         self._booted = False               # the worker said it is set up: a failure now is the student's
@@ -337,6 +338,7 @@ class Worker:
         names = payload.get("names") if type(payload) is dict else None
         if type(names) is list and all(type(n) is str for n in names):
             self.names = tuple(names)
+        self.cell_errors = messages.cell_errors(payload)
         # informational only (the worker says so): the filter is installed before student code runs
         self._seccomp = type(payload) is dict and payload.get("seccomp") is True
 

@@ -5,6 +5,7 @@
 - `probes`:     trusted helpers the checks run next to the student's module
 - `confine`:    the limits the worker applies to itself (uid, rlimits, seccomp)
 - `supervisor`: the worker's subreaper where bubblewrap gives no PID namespace
+- `cells`:      loading a notebook's module cell by cell, reporting the cells that raise
 - `main`:       the worker's loop: import the student's module, serve requests
 - `__main__`:   the process's entry point
 

@@ -21,7 +21,7 @@ import signal
 import sys
 import traceback
 
-from . import confine
+from . import cells as load_cells, confine
 from .protocol import Kind, Missing, Op, Tag, error_reply
 
 def _student_traceback(tb, module_file: str, limit: int = 8) -> str:
@@ -155,11 +155,18 @@ def worker(config_path: str, boot: str) -> int:
     module_file = os.path.join(boot, "submission.py")
     module = None
     import_error = None
+    cell_errors: list[dict] = []
     spec = importlib.util.spec_from_file_location("submission", module_file)
     mod = importlib.util.module_from_spec(spec)
     sys.modules["submission"] = mod
     try:
-        spec.loader.exec_module(mod)
+        with open(module_file, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        cells = load_cells.cell_ranges(lines)
+        if cells is not None:   # a notebook's cells: each one that raises is reported, the others still run
+            cell_errors = load_cells.run_cells(mod.__dict__, module_file, cells, lines)
+        else:
+            spec.loader.exec_module(mod)
         module = mod
     except SystemExit as exc:
         import_error = _error(Kind.IMPORT_ERROR, exc, f"your code called sys.exit({_safe_str(exc.code, 100)}) "
@@ -175,7 +182,8 @@ def worker(config_path: str, boot: str) -> int:
         send(cfg["hello_id"], Tag.ERROR, import_error)
     else:
         names = sorted(n for n in vars(module) if type(n) is str and not n.startswith("__"))[:10000]
-        send(cfg["hello_id"], Tag.OK, {"names": names, "pid": os.getpid(), "seccomp": seccomp})
+        send(cfg["hello_id"], Tag.OK, {"names": names, "pid": os.getpid(), "seccomp": seccomp,
+                                       "cell_errors": cell_errors})
 
     main_pid = os.getpid()
     while True:
