@@ -243,17 +243,3 @@ def hf_tokenizer(model: GGUFModel | None = None):
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in model.special_tokens])
     return tok
-
-
-def digits_apart(text: str) -> list[str]:
-    """SmolLM2's first pre-tokenization step: every numeric character (Unicode category N: 0-9, but also ²,
-    ½, Arabic-Indic and full-width digits) its own piece, the text between them kept whole. GPT-2's pattern
-    then splits each piece (llama.cpp's ``smollm`` pre-tokenizer; ``Digits(individual_digits=True)`` in
-    Hugging Face's tokenizer).
-
-    >>> digits_apart("in 2025, 3x²")
-    ['in ', '2', '0', '2', '5', ', ', '3', 'x', '²']
-    """
-    import regex
-
-    return [piece for piece in regex.split(r"(\p{N})", text) if piece]

@@ -110,7 +110,7 @@ RULES = {
         asks_for="byte-pair encoding written by hand",
         refused="Tokenizer libraries (tiktoken, Hugging Face's tokenizers and transformers, sentencepiece) and the "
                 "course's own reference tokenizers (lmcourse.bpe.tiktoken_encoding, gpt2_encoding, "
-                "lmcourse.smollm.hf_tokenizer, digits_apart)"),
+                "lmcourse.smollm.hf_tokenizer)"),
     # the capstone's chat template: a template engine rendering the GGUF's own Jinja template, or the course's
     # reference, would write SmolLM2's chat format for the student
     "no_template_library": Rule(
