@@ -244,7 +244,11 @@ def test_the_capstones_reference_decoder_computes_transformers_llama(gguf_model,
 
 
 def test_doctests():
+    """lmcourse.smollm's examples (none today) and digits_apart's, which moved here from it."""
     import doctest
 
-    failures, tried = doctest.testmod(smollm)
-    assert tried >= 1 and failures == 0
+    failures, _ = doctest.testmod(smollm)
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(digits_apart, "digits_apart", globs={"digits_apart": digits_apart}):
+        runner.run(test)
+    assert failures == 0 and runner.tries >= 1 and runner.failures == 0
