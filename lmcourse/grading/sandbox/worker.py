@@ -30,6 +30,7 @@ from .inside import probes, wire
 from .inside.protocol import SETUP_EXIT_CODES, Op, Tag
 from .libraries import Libraries
 from .libraries import absent as libraries_absent
+from .libraries import explained as libraries_explained
 from .limits import Limits
 from .messages import GarbledReply, SandboxError, StudentError
 from .plan import make_plan
@@ -263,11 +264,10 @@ class Worker:
             # where the grader's own lmcourse lives: the worker falls back to it when lmcourse is not
             # installed in the interpreter (a checkout on PYTHONPATH, which the worker's -I ignores)
             "package_parent": str(bwrap.PACKAGE_DIR.parent),
-            # the libraries left out (`libraries`): absent from bubblewrap's view; refused by an import hook
-            # otherwise (which only the bubblewrap view makes more than advice)
-            "absent": libraries_absent(self.libraries) if self.libraries is not None else [],
-            "absent_note": self.libraries.note if self.libraries is not None else "",
-            "absent_enforced": plan.mode == "bwrap",
+            # the libraries left out (`libraries`): absent from bubblewrap's view; without it, refused by an
+            # import hook in the worker (advice, not enforcement: the student's process could remove it)
+            "absent": libraries_absent(self.libraries) if self.libraries is not None and plan.mode != "bwrap"
+            else [],
         }
         cfg_name = f"config-{self._starts}.json"
         (d / "boot" / cfg_name).write_text(json.dumps(config))
@@ -524,10 +524,14 @@ class Worker:
 
     def _error_from(self, payload, name: str, importing: bool = False) -> StudentError:
         try:
-            return messages.from_error_reply(payload, name, self.limits, importing=importing)
+            error = messages.from_error_reply(payload, name, self.limits, importing=importing)
         except GarbledReply:
             self._kill()
             return messages.garbled_error(name)
+        if self.libraries is not None:  # "No module named 'tiktoken'": say that the assignment leaves it out
+            error.message = libraries_explained(error.message, self.libraries)
+            error.args = (error.message,)
+        return error
 
     # ----------------------------------------------------------------- killing
 

@@ -61,33 +61,37 @@ def _error(kind: Kind, exc: BaseException | None = None, message: str = "", modu
 
 
 class _Absent:
-    """A finder for the libraries an assignment leaves out (`lmcourse.grading.sandbox.libraries`).
+    """Without bubblewrap, the libraries an assignment leaves out (`lmcourse.grading.sandbox.libraries`) are
+    still on disk: this finder, first on ``sys.meta_path``, makes importing one fail as if it were not.
 
-    Under bubblewrap they are not in the worker's view at all, and this finder, last on ``sys.meta_path``,
-    only gives the import that found nothing the assignment's words. Without bubblewrap it goes first and
-    refuses them: advice, not enforcement (the student's process could remove it), as the isolation
-    description says.
+    It answers a look-up with a spec whose loader raises ``ModuleNotFoundError`` when the module is loaded,
+    and never raises from ``find_spec`` itself: code that only probes whether a library is installed
+    (``importlib.util.find_spec``, as torch does for a list of libraries) must not fail. Advice, not
+    enforcement (the student's process could remove it); under bubblewrap the libraries are simply absent.
     """
 
-    def __init__(self, names, note: str):
-        self.names, self.note = frozenset(names), note
+    def __init__(self, names):
+        self.names = frozenset(names)
 
     def find_spec(self, name, path=None, target=None):
-        top = name.split(".")[0]
-        if top in self.names:
-            raise ModuleNotFoundError(f"No module named '{top}': the grader's sandbox for this assignment does not "
-                                      f"have {top}" + (f". {self.note}" if self.note else ""), name=top)
+        if name.split(".")[0] not in self.names:
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec):
         return None
 
+    def exec_module(self, module):
+        top = module.__name__.split(".")[0]
+        sys.modules.pop(module.__name__, None)
+        raise ModuleNotFoundError(f"No module named '{top}'", name=top)
 
-def _refuse_imports(names, note: str, enforced: bool) -> None:
-    if not names:
-        return
-    finder = _Absent(names, note)
-    if enforced:
-        sys.meta_path.append(finder)
-    else:
-        sys.meta_path.insert(0, finder)
+
+def _refuse_imports(names) -> None:
+    if names:
+        sys.meta_path.insert(0, _Absent(names))
 
 
 def worker(config_path: str, boot: str) -> int:
@@ -116,7 +120,7 @@ def worker(config_path: str, boot: str) -> int:
     # Imported here, under the limits: NumPy and torch count against the worker's own budgets.
     from . import probes, wire
 
-    _refuse_imports(cfg.get("absent") or [], str(cfg.get("absent_note") or ""), bool(cfg.get("absent_enforced")))
+    _refuse_imports(cfg.get("absent") or [])
 
     req_fd, rep_fd = cfg["request_fd"], cfg["reply_fd"]
     os.set_inheritable(req_fd, False)
