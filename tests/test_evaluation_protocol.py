@@ -286,9 +286,10 @@ class _Adaptive(GPT):
             with torch.enable_grad():
                 self.train()
                 opt = torch.optim.AdamW(self.parameters(), lr=3e-3)
-                for _ in range(150):
-                    logits = super().forward(idx[:, :-1])
-                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), idx[:, 1:].reshape(-1))
+                for _ in range(300):  # mini-batches of the validation windows it was shown
+                    rows = idx[torch.randint(0, idx.shape[0], (32,))]
+                    logits = super().forward(rows[:, :-1])
+                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1))
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
