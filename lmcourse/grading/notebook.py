@@ -59,6 +59,7 @@ from pathlib import Path
 SOLUTION_MARKERS = re.compile(r"^\s*#+\s*(BEGIN|END)\s+(SOLUTION|HIDDEN TESTS)\b.*$")
 MAGIC = re.compile(r"^(\s*)([%!].*)$")
 MAX_NOTEBOOK_BYTES = 50 * 2**20  # a notebook with its outputs; anything larger is not a submission
+MAX_CELL_NAMES = 5000  # names one cell defines at top level, as far as the grader keeps them
 
 
 @dataclass
@@ -106,6 +107,9 @@ class Extraction:
     found_ids: list[str] = field(default_factory=list)
     # `readiness` of the module: stubs still missing or unimplemented (filled in by the runner)
     readiness: dict = field(default_factory=dict)
+    # what each cell of `line_map` defines (`defined_names`), in its order: read here, in the reader's
+    # bounded child, so that the grader never parses the student's code itself (`names_lost`)
+    cell_names: list[list[str]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -869,7 +873,9 @@ def check_and_extract(student_nb, release_nb, release_path: str | None = None) -
     module_names = bound_names(source)
     skipped = {k: v for k, v in skipped.items() if k not in module_names}
     found_ids = [grade_id(c) for c in cells if grade_id(c)]
-    return Extraction(source, problems, {}, line_map, skipped_names=skipped, found_ids=found_ids)
+    cell_names = [sorted(defined_names(code))[:MAX_CELL_NAMES] for _, _, code in parts]
+    return Extraction(source, problems, {}, line_map, skipped_names=skipped, found_ids=found_ids,
+                      cell_names=cell_names)
 
 
 def bound_names(source: str) -> set[str]:
@@ -936,14 +942,14 @@ def tested_by(release) -> dict[str, str]:
     return out
 
 
-def names_lost(source: str, line_map, failed) -> dict[int, set[str]]:
+def names_lost(line_map, cell_names, failed) -> dict[int, set[str]]:
     """First line of each cell of ``failed`` (first lines of ``line_map``'s cells) -> the names it defines
-    (`defined_names`) whose last definition in the module is in that cell: what a kernel would have taken
-    from a cell that raised. A name a later cell defines again is that cell's (the kernel keeps the last)."""
-    lines = source.split("\n")
+    (``cell_names``, `Extraction.cell_names`) whose last definition in the module is in that cell: what a
+    kernel would have taken from a cell that raised. A name a later cell defines again is that cell's (the
+    kernel keeps the last)."""
     owner: dict[str, int] = {}
-    for first, last, _ in line_map:
-        for name in defined_names("\n".join(lines[first - 1:last])):
+    for (first, _, _), names in zip(line_map, cell_names):
+        for name in names:
             owner[name] = first
     lost: dict[int, set[str]] = {first: set() for first in failed}
     for name, first in owner.items():

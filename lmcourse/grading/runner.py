@@ -379,7 +379,7 @@ def _cells_that_raised(worker, extraction, release) -> tuple[list[nbmod.Problem]
         if err["first"] in cells and err["first"] not in raised:  # (never the module's docstring)
             raised[err["first"]] = err
     compiled = {first for first, err in raised.items() if not (err["type"] == "SyntaxError" and not err["traceback"])}
-    lost = nbmod.names_lost(extraction.source, extraction.line_map, compiled)
+    lost = nbmod.names_lost(extraction.line_map, extraction.cell_names, compiled)
     tests = nbmod.tested_by(release)
     problems, unloaded, unloaded_names = [], {}, {}
     for first, err in sorted(raised.items()):
@@ -428,7 +428,8 @@ def _read_and_extract(path: Path, release, release_path: str | None = None) -> d
             "findings": rules.scan_answers(ext.source, ext.line_map, answers),
             "skipped_names": {clean_text(k): v for k, v in list(ext.skipped_names.items())[:5000]},
             "found_ids": [clean_text(str(i))[:200] for i in ext.found_ids[:1000]],
-            "readiness": nbmod.readiness(ext.source, release)}
+            "readiness": nbmod.readiness(ext.source, release),
+            "cell_names": [[clean_text(n) for n in names] for names in ext.cell_names]}
 
 
 def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
@@ -437,7 +438,7 @@ def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
     extraction = nbmod.Extraction(data["source"], problems, dict(data["blocked"]),
                                   [tuple(x) for x in data["line_map"]], data["findings"],
                                   skipped_names=dict(data["skipped_names"]), found_ids=list(data["found_ids"]),
-                                  readiness=data["readiness"])
+                                  readiness=data["readiness"], cell_names=data["cell_names"])
     return extraction, data["upgraded_from"]
 
 
