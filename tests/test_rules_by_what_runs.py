@@ -46,6 +46,14 @@ def _grade(tmp_path, aid: str, unit, keep: set[str], replace: dict) -> dict:
     return {t["name"]: t for t in result["tests"]}
 
 
+def _earns_nothing(tmp_path, aid: str, unit, keep: set[str], replace: dict, pattern: str) -> None:
+    """Each check in `keep` scores 0 and its message matches `pattern` (the rule, or the missing library)."""
+    checks = _grade(tmp_path, aid, unit, keep, replace)
+    for name in keep:
+        assert checks[name]["score"] == 0, checks[name]
+        assert re.search(pattern, checks[name]["output"]), checks[name]["output"]
+
+
 # --------------------------------------------------------------------------- class 2: built-ins by what runs
 
 LAYER_NORM_BY_ATTRGETTER = '''
@@ -122,11 +130,7 @@ BUILTIN_ATTACKS = {
 
 @pytest.mark.parametrize("attack", list(BUILTIN_ATTACKS))
 def test_a_builtin_reached_without_its_name_earns_nothing(attack, tmp_path, mirror):
-    aid, unit, keep, replace, pattern = BUILTIN_ATTACKS[attack]
-    checks = _grade(tmp_path, aid, unit, keep, replace)
-    for name in keep:
-        assert checks[name]["score"] == 0, checks[name]
-        assert re.search(pattern, checks[name]["output"]), checks[name]["output"]
+    _earns_nothing(tmp_path, *BUILTIN_ATTACKS[attack])
 
 
 # --------------------------------------------------------------------------- class 3: libraries by what exists
@@ -185,10 +189,7 @@ LIBRARY_ATTACKS = {
 @pytest.mark.parametrize("attack", list(LIBRARY_ATTACKS))
 def test_a_library_the_assignment_leaves_out_is_not_there(attack, tmp_path, mirror):
     aid, unit, keep, replace, fragment = LIBRARY_ATTACKS[attack]
-    checks = _grade(tmp_path, aid, unit, keep, replace)
-    for name in keep:
-        assert checks[name]["score"] == 0, checks[name]
-        assert fragment in checks[name]["output"], checks[name]["output"]
+    _earns_nothing(tmp_path, aid, unit, keep, replace, re.escape(fragment))
 
 
 PROBE = '''
