@@ -21,6 +21,7 @@ STUDENT_KINDS: dict[str, str] = {
     "refused-output": "your code returned a value of a type the grader does not accept",
     "import-error": "your code raised an error or did not run when it was loaded",
     "output-too-large": "your code printed more output than allowed",
+    "memory": "your code used more memory than allowed",
 }
 
 # the kinds that decide a submission's status: a plain exception fails its check only

@@ -75,6 +75,7 @@ class Status(enum.StrEnum):
     REFUSED_OUTPUT = "refused-output"
     IMPORT_ERROR = "import-error"
     OUTPUT_TOO_LARGE = "output-too-large"
+    MEMORY = "memory"
     # a Gradescope submission with no notebook in it (run_autograder)
     NO_NOTEBOOK = "no-notebook"
 

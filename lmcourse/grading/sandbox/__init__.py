@@ -13,13 +13,23 @@ Layers
 ------
 * Always: a fresh process in its own session and process group, rlimits
   (CPU seconds, address space or data size, processes, file size, open
-  files, no core files), a wall-clock timeout per call and per worker, a cap
-  on captured stdout/stderr, and a protocol on dedicated pipes (`inside.wire`:
+  files, no core files), a time limit per call and per worker that is the
+  student's own time (`meter`: wall-clock time less the time the worker
+  waited for a CPU, and CPU time; a call that reaches its wall-clock fence
+  with time left was held up by a busy machine: `Overloaded`, the grader's
+  failure, graded again), a cap on captured stdout/stderr, and a protocol on dedicated pipes (`inside.wire`:
   JSON + ``.npy`` without pickle, every reply parsed as untrusted data, one
   request at a time with a random request id).  On x86_64 Linux also a
   seccomp filter installed before the student's module is imported: no new
   namespaces (unshare/setns/clone flags), mounts, ptrace, keyrings, bpf,
   perf events, userfaultfd or io_uring.
+* Where the grader may make a control group (root, usually: cgroup v2 with
+  ``memory`` and ``pids`` delegated, or v1): every process of the worker is in
+  one group from its first instruction, which bounds the memory (no swap) and
+  the tasks of the submission as a whole, and counts their CPU time; a process
+  the kernel kills for that memory is the student's ``memory`` failure.
+  Without one, each process keeps its own limits and the memory of all of them
+  together is watched while a call runs; `isolation` says which bound applies.
 * Root with a working bubblewrap (``bwrap``): a private PID namespace (killing
   its init kills every process the student started, double-forked or not), a
   private network namespace (only a loopback of its own), private IPC/UTS,
@@ -81,7 +91,9 @@ take the worker down.
 Failures of a call
 ------------------
 Every failure that is the student's raises `StudentError` whose `message` is
-meant for the student (no grader internals).  After a timeout, a crash or a
+meant for the student (no grader internals); a call stopped at its
+wall-clock fence raises `Overloaded` (a `SandboxError`), and so does every
+later call of that worker: the grade is void, not the student's.  After a timeout, a crash or a
 garbled reply the process is killed (whole namespace / group, verified) and
 the *next* call starts a fresh one (module imported again), so one broken
 function does not cost the points of the others; at most
@@ -93,6 +105,8 @@ Modules, top-down (none imports one above it)
 - `plan`:      what isolation this machine can give (host capabilities -> `Plan`)
 - `bwrap`:     bubblewrap's arguments: the filesystem view the worker gets
 - `staging`:   the worker's own folder: boot (the ``inside`` package, the student's module), home, tmp
+- `meter`:     a call's own time: CPU and waiting read from /proc, the fence, `Overloaded`
+- `cgroups`:   the worker's control group: memory and tasks of the whole submission
 - `reaping`:   finding and killing every process a worker left behind
 - `messages`:  `StudentError` and the student's words for each worker failure
 - `limits`:    `Limits`
@@ -104,7 +118,8 @@ from __future__ import annotations
 from .libraries import Libraries
 from .limits import Limits
 from .messages import SandboxError, StudentError
+from .meter import Overloaded
 from .plan import isolation_available
 from .worker import Worker
 
-__all__ = ["Libraries", "Limits", "SandboxError", "StudentError", "Worker", "isolation_available"]
+__all__ = ["Libraries", "Limits", "Overloaded", "SandboxError", "StudentError", "Worker", "isolation_available"]

@@ -24,7 +24,7 @@ class StudentError(Exception):
     """A failure caused by the student's code.
 
     kind: one of ``missing``, ``exception``, ``timeout``, ``crashed``,
-    ``refused-output``, ``import-error``, ``output-too-large``.
+    ``refused-output``, ``import-error``, ``output-too-large``, ``memory``.
     message: for the student: what was expected, what was found, what to do.
     name: the function / probe concerned (None for import errors).
     """
@@ -119,16 +119,36 @@ def budget_error(name: str, total_timeout: float) -> StudentError:
                         f"({total_timeout:g} s), so `{name}` was not run.", name=name)
 
 
-def timeout_error(name: str, limits, budget_spent: bool) -> StudentError:
+def timeout_error(name: str, limits, budget_spent: bool, *, seconds: float | None = None, cpu: float | None = None,
+                  threads: int = 1, waiting: bool = False) -> StudentError:
+    """The call (or import) ran out of its own time (`meter.Clock`), or of its CPU time when `cpu` is given."""
     if name == "import":
-        return StudentError("timeout", f"importing your code did not finish within "
-                            f"{limits.effective_import_timeout():g} seconds. Look for loops or long "
-                            "computations at the top level of your solution cells (move them into demo cells).")
+        seconds = limits.effective_import_timeout() if seconds is None else seconds
+        return StudentError("timeout", f"importing your code did not finish within {seconds:g} seconds. Look for "
+                            "loops or long computations at the top level of your solution cells (move them into "
+                            "demo cells).")
     if budget_spent:
         return StudentError("timeout", f"Your code used up its whole time budget for this notebook "
                             f"({limits.total_timeout:g} s) {while_running(name)}.", name=name)
-    return StudentError("timeout", f"`{name}` did not finish in time (wall-clock limit reached). Look for an "
-                        "infinite loop, or work much slower than needed.", name=name)
+    if cpu is not None:
+        per = f"{threads} threads × {seconds:g} s" if threads > 1 else f"{seconds:g} s"
+        return StudentError("timeout", f"`{name}` did not finish in time: it used {cpu:.0f} s of CPU time, its "
+                            f"whole budget for this call ({per}). Look for an infinite loop, or work much slower "
+                            "than needed.", name=name)
+    limit = f" within {seconds:g} s" if seconds is not None else ""
+    why = (" It was waiting most of that time, not computing: a sleep, input(), a lock, or a process it waits for "
+           "that never ends." if waiting else " Look for an infinite loop, or work much slower than needed.")
+    return StudentError("timeout", f"`{name}` did not finish in time{limit} (its time limit; time the grading "
+                        f"machine kept it waiting for a CPU is not counted).{why}", name=name)
+
+
+def memory_error(name: str, memory_bytes: int) -> StudentError:
+    """The kernel stopped a process of the submission: all of them together were over the memory budget."""
+    what = "the processes of your code" if name != "import" else "the processes importing your code"
+    return StudentError("memory", f"{what[0].upper() + what[1:]} used more than {fmt_bytes(memory_bytes)} of "
+                        f"memory together {while_running(name)} (the limit for one submission, all its processes "
+                        "counted), so they were stopped. Use less memory: smaller batches or models, fewer "
+                        "processes (each one started holds its own copy of what it touches).", name=name)
 
 
 def exit_reason(rc: int | None, cpu_seconds: int) -> tuple[str, str]:

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import bwrap, messages, reaping, staging
+from . import bwrap, cgroups, messages, meter, reaping, staging
 from .inside import probes, wire
 from .inside.protocol import SETUP_EXIT_CODES, Op, Tag
 from .libraries import Libraries
@@ -33,6 +33,7 @@ from .libraries import absent as libraries_absent
 from .libraries import explained as libraries_explained
 from .limits import Limits
 from .messages import GarbledReply, SandboxError, StudentError
+from .meter import Overloaded
 from .plan import make_plan
 
 _SECCOMP_SUPPORTED = sys.platform.startswith("linux") and os.uname().machine == "x86_64"
@@ -105,9 +106,18 @@ class Worker:
         self._seccomp = False
         self._booted = False               # the worker said it is set up: a failure now is the student's
         self._token = secrets.token_hex(16)
-        self._deadline = time.monotonic() + limits.total_timeout
+        self._spent = 0.0                  # own time of the calls and imports so far (`meter.Clock`)
+        self._by_total = False             # the running call's limit is what is left of total_timeout
+        self._void: Overloaded | None = None   # the machine was overloaded: nothing more is run
+        self._group: cgroups.Group | None = None
+        self._group_missing = ""
         self._dir = Path(tempfile.mkdtemp(prefix="lmcourse-sbx-"))
         try:
+            if sys.platform.startswith("linux"):
+                self._group, self._group_missing = cgroups.create(
+                    f"lmcourse-{self._token[:16]}", memory_bytes=limits.memory_bytes, max_tasks=limits.max_processes)
+            else:
+                self._group_missing = "no control groups on this system"
             staging.stage(self._dir, module_source, extra_files or {}, uid=self._plan.uid)
             self._start()
         except BaseException:
@@ -124,6 +134,12 @@ class Worker:
                      "; libraries the assignment leaves out refused by an import hook only (not removed from view)")
         if self._seccomp:
             text += "; seccomp filter (no new namespaces, mounts, ptrace, keyrings, bpf, io_uring)"
+        if self._group is not None:
+            text += f"; {self._group.describe()}"
+        else:
+            text += (f"; memory {messages.fmt_bytes(self.limits.memory_bytes)} per process, and for all the "
+                     f"submission's processes together only as watched while a call runs (no control group: "
+                     f"{self._group_missing})")
         return text
 
     @property
@@ -174,11 +190,13 @@ class Worker:
         return got is True
 
     def close(self) -> None:
-        """Kill every process of this worker (verified), then remove its folder. Idempotent."""
+        """Kill every process of this worker (verified), then remove its folder and control group. Idempotent."""
         with self._lock:
             self._closed = True
             self._kill()
             shutil.rmtree(self._dir, ignore_errors=True)
+            if self._group is not None:
+                self._group.remove()
 
     def __enter__(self) -> "Worker":
         return self
@@ -219,7 +237,7 @@ class Worker:
         return os.path.exists("/dev/nvidiactl")
 
     def _env(self, home: str, tmp: str) -> dict:
-        threads = self.limits.threads or min(4, os.cpu_count() or 1)
+        threads = self.limits.effective_threads()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": tmp, "USER": "student",
             "LOGNAME": "student", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLBACKEND": "Agg",
@@ -278,6 +296,8 @@ class Worker:
                                 info_fd=info_w, gpu=self._gpu(), secrets=self._secrets, libraries=self.libraries)
         else:
             cmd = [sys.executable, "-I", worker_py, "--supervise", f"{boot}/{cfg_name}"]
+        if self._group is not None:
+            cmd = self._group.wrap(cmd)
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
                                     pass_fds=child_fds, start_new_session=True, env=self._env(home, tmp),
@@ -299,12 +319,21 @@ class Worker:
         self._capture.start()
         self._ns = None
         self._init_pid = None
-        start_deadline = min(time.monotonic() + self.limits.effective_import_timeout(), self._deadline)
+        left = self.limits.total_timeout - self._spent
+        clock = self._clock(min(self.limits.effective_import_timeout(), max(left, 0.0)))
+        oom_before = self._oom_kills()
+        try:
+            self._boot_and_import(info_r, boot_id, hello_id, clock, oom_before, by_total=left < clock.seconds + 1e-9)
+        finally:
+            self._spent += clock.own(time.monotonic())
+
+    def _boot_and_import(self, info_r, boot_id: str, hello_id: str, clock: meter.Clock, oom_before: int,
+                         by_total: bool) -> None:
         if info_r is not None:
-            self._read_bwrap_info(info_r, start_deadline)
+            self._read_bwrap_info(info_r, clock.started + clock.fence)
         self._booted = False
         try:
-            self._read_reply(boot_id, start_deadline, "boot")
+            self._read_reply(boot_id, clock, "boot")
         except StudentError as exc:
             # No student code has run yet: the sandbox itself failed to start.
             self._drain_output()
@@ -315,10 +344,12 @@ class Worker:
         self._booted = True
         out_before = self._out_total[0]
         try:
-            tag, payload = self._read_reply(hello_id, start_deadline, "import")
+            tag, payload = self._read_reply(hello_id, clock, "import")
             self._drain_output()
         except StudentError as exc:
-            if self._starts > 1 and time.monotonic() >= self._deadline - 0.05:
+            if self._oom_kills() > oom_before:
+                exc = messages.memory_error("import", self.limits.memory_bytes)
+            elif self._starts > 1 and by_total and exc.kind == "timeout":
                 self._kill()
                 raise messages.budget_error("import", self.limits.total_timeout) from None
             self.import_error = StudentError("import-error", f"Your code could not be imported: {exc.message}")
@@ -396,27 +427,47 @@ class Worker:
 
     def _request(self, op: str, name: str, payload: dict, timeout: float | None):
         with self._lock:
+            if self._void is not None:
+                raise Overloaded(f"`{name}` was not run: {self._void}")
             if self.import_error is not None:
                 raise self.import_error
             if self._closed:
                 raise StudentError("crashed", "the grader already closed this submission's worker", name=name)
-            remaining = self._deadline - time.monotonic()
+            if self.limits.total_timeout - self._spent <= 0:
+                self._kill()
+                raise messages.budget_error(name, self.limits.total_timeout)
+            try:
+                if self._proc is None or self._proc.poll() is not None:
+                    self._restart(name)
+            except Overloaded as exc:
+                self._void = exc
+                raise
+            remaining = self.limits.total_timeout - self._spent
             if remaining <= 0:
                 self._kill()
                 raise messages.budget_error(name, self.limits.total_timeout)
-            if self._proc is None or self._proc.poll() is not None:
-                self._restart(name)
-                remaining = self._deadline - time.monotonic()
             t = self.limits.call_timeout if timeout is None else float(timeout)
-            deadline = time.monotonic() + min(t, remaining)
             msg_id = secrets.token_hex(16)
             try:
                 frame = wire.encode_frame(msg_id, Op(op).value, payload)
             except wire.RefusedValue as exc:
                 raise TypeError(f"the check passed a value that is not plain data: {exc.message} at {exc.where}")
             out_before = self._out_total[0]
-            self._send(frame, deadline, name)
-            tag, value = self._read_reply(msg_id, deadline, name)
+            clock = self._clock(min(t, remaining))
+            self._by_total = remaining < t
+            oom_before = self._oom_kills()
+            try:
+                self._send(frame, clock, name)
+                tag, value = self._read_reply(msg_id, clock, name)
+            except StudentError:
+                self._raise_if_out_of_memory(oom_before, name)
+                raise
+            except Overloaded as exc:
+                self._void = exc
+                raise
+            finally:
+                self._spent += clock.own(time.monotonic())
+            self._raise_if_out_of_memory(oom_before, name)
             self._drain_output()
             if self._out_total[0] - out_before > self.limits.flood_bytes:
                 raise messages.flood_error(name, self.limits.flood_bytes)
@@ -438,14 +489,11 @@ class Worker:
         if self.import_error is not None:
             raise self.import_error
 
-    def _send(self, frame: bytes, deadline: float, name: str) -> None:
+    def _send(self, frame: bytes, clock: meter.Clock, name: str) -> None:
         view = memoryview(frame)
         while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill()
-                raise self._timeout_error(name)
-            _, w, _ = select.select([], [self._req_w], [], min(left, 1.0))
+            self._check_clock(clock, name)
+            _, w, _ = select.select([], [self._req_w], [], min(clock.wake_in(time.monotonic()), 1.0))
             if not w:
                 continue
             try:
@@ -456,7 +504,7 @@ class Worker:
                 raise self._dead_error(name)
             view = view[n:]
 
-    def _read_reply(self, msg_id: str, deadline: float, name: str):
+    def _read_reply(self, msg_id: str, clock: meter.Clock, name: str):
         skipped = 0
         while True:
             try:
@@ -482,11 +530,8 @@ class Worker:
                     self._kill()
                     raise messages.garbled_error(name) from None
                 return tag, payload
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill()
-                raise self._timeout_error(name)
-            r, _, _ = select.select([self._rep_r], [], [], min(left, 0.25))
+            self._check_clock(clock, name)
+            r, _, _ = select.select([self._rep_r], [], [], min(clock.wake_in(time.monotonic()), 0.25))
             if not r:
                 # The process we started is gone (e.g. the student killed the supervisor) while
                 # some descendant still holds the pipe open: no EOF will come, so don't wait for it.
@@ -505,8 +550,45 @@ class Worker:
 
     # ----------------------------------------------------------------- errors
 
-    def _timeout_error(self, name: str) -> StudentError:
-        return messages.timeout_error(name, self.limits, time.monotonic() >= self._deadline - 0.05)
+    def _clock(self, seconds: float) -> meter.Clock:
+        """The clock of one call or import of `seconds` of its own (`meter`): CPU budgeted for the threads the
+        worker is given, the memory of all its processes watched where no control group bounds it."""
+        group = self._group
+        return meter.Clock(seconds, cpu_seconds=seconds * self.limits.effective_threads(),
+                           fence=seconds * max(1.0, self.limits.wall_factor), processes=self._processes,
+                           cpu=group.cpu_seconds if group is not None and "cpu" in group.dirs else None,
+                           memory_bytes=None if group is not None else self.limits.memory_bytes)
+
+    def _processes(self) -> list[int]:
+        return self._group.pids() if self._group is not None else self._survivors()
+
+    def _check_clock(self, clock: meter.Clock, name: str) -> None:
+        """Stop the call when its clock says so: the student's timeout or memory, or the machine's overload."""
+        now = time.monotonic()
+        verdict = clock.look(now)
+        if verdict is None:
+            return
+        self._kill()
+        if verdict == "memory":
+            raise messages.memory_error(name, self.limits.memory_bytes)
+        if verdict == "fence":
+            raise clock.overloaded(name, now)
+        by_total = name not in ("import", "boot") and self._by_total
+        if verdict == "cpu":
+            raise messages.timeout_error(name, self.limits, False, seconds=clock.seconds, cpu=clock.cpu,
+                                         threads=self.limits.effective_threads())
+        raise messages.timeout_error(name, self.limits, by_total, seconds=clock.seconds,
+                                     waiting=clock.cpu < 0.25 * clock.own(now))
+
+    def _oom_kills(self) -> int:
+        return self._group.oom_kills() if self._group is not None else 0
+
+    def _raise_if_out_of_memory(self, before: int, name: str) -> None:
+        """A process of the submission was killed for the group's memory limit during the call: however the
+        call ended (an answer, a crash, a child that died), the submission went over its memory budget."""
+        if self._oom_kills() > before:
+            self._kill()
+            raise messages.memory_error(name, self.limits.memory_bytes)
 
     def _dead_error(self, name: str) -> StudentError:
         """The process is gone: why (its exit status), in the student's words, after killing the rest."""
@@ -568,6 +650,8 @@ class Worker:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self._group is not None:
+            self._group.kill()
         survivors = reaping.kill_until_gone(self._survivors)
         self.leaked = survivors
         if survivors:
