@@ -412,6 +412,32 @@ def test_bounded_memory_bomb():
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 200_000   # KB: grader unaffected
 
 
+def test_memory_spread_over_children():
+    """Each process within its own limit, all of them over the submission's: three children holding 1.5 GB
+    each against a 4 GB budget. The submission is bounded as a whole (a control group as root; without one,
+    its processes watched together while a call runs), so the call is a memory failure, not a grade."""
+    src = cheat('''
+        import os, time
+        def mean(xs):
+            pids = []
+            for _ in range(3):
+                pid = os.fork()
+                if pid == 0:
+                    held = b"\\1" * (3 << 29)
+                    time.sleep(4)
+                    os._exit(0)
+                pids.append(pid)
+            for p in pids:
+                os.waitpid(p, 0)
+            return sum(xs) / len(xs)
+    ''')
+    with Worker(src, limits=Limits(**{**LIMITS.__dict__, "memory_bytes": 4 << 30, "call_timeout": 60})) as w:
+        with pytest.raises(StudentError) as e:
+            w.call("mean", [1.0])
+        assert e.value.kind == "memory", e.value
+    assert w.alive_pids() == [] and w.leaked == []
+
+
 def test_output_flood():
     src = cheat('''
         import sys
