@@ -73,6 +73,13 @@ class StudentProxy:
     def has(self, name: str) -> bool:
         return self._worker.has(name)
 
+    @property
+    def last_call(self):
+        """What the last call or probe took (`sandbox.meter.CallTime`): a speed check compares ``own``, the
+        time its limit counts (wall-clock time less the time the worker waited for a busy machine's CPU),
+        never the wall clock, which charges the machine's load to the student."""
+        return self._worker.last_call
+
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .messages import SandboxError
 
@@ -46,6 +47,16 @@ _SCHED_OTHER = 0
 
 class Overloaded(SandboxError):
     """A call reached its wall-clock fence with its own time left: the machine, not the student's code."""
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """What one call took (`Worker.last_call`): `own` seconds (what its limit counts), `wall`-clock seconds,
+    `cpu` seconds of all the worker's processes, seconds `starved` (waiting for a CPU)."""
+    own: float
+    wall: float
+    cpu: float
+    starved: float
 
 
 def _stat_fields(path: str) -> list[str] | None:
@@ -177,6 +188,12 @@ class Clock:
     def own(self, now: float) -> float:
         """The call's own time so far: wall-clock time less the time it waited for a CPU."""
         return max(0.0, now - self.started - self.starved)
+
+    def taken(self, now: float) -> CallTime:
+        """What the call took, once it has ended (looked at once more unless it was too short to matter)."""
+        if now - self._last > SAMPLE_SECONDS / 5:
+            self.sample(now)
+        return CallTime(own=self.own(now), wall=now - self.started, cpu=self.cpu, starved=self.starved)
 
     # -- the verdicts ------------------------------------------------------------------------
 

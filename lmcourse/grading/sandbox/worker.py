@@ -108,6 +108,7 @@ class Worker:
         self._token = secrets.token_hex(16)
         self._spent = 0.0                  # own time of the calls and imports so far (`meter.Clock`)
         self._by_total = False             # the running call's limit is what is left of total_timeout
+        self.last_call: meter.CallTime | None = None   # what the last call took (a speed check reads `own`)
         self._void: Overloaded | None = None   # the machine was overloaded: nothing more is run
         self._group: cgroups.Group | None = None
         self._group_missing = ""
@@ -466,7 +467,8 @@ class Worker:
                 self._void = exc
                 raise
             finally:
-                self._spent += clock.own(time.monotonic())
+                self.last_call = clock.taken(time.monotonic())
+                self._spent += self.last_call.own
             self._raise_if_out_of_memory(oom_before, name)
             self._drain_output()
             if self._out_total[0] - out_before > self.limits.flood_bytes:
