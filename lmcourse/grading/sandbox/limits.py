@@ -34,7 +34,9 @@ class Limits:
     threads: int = 0                      # OMP/MKL/torch threads; 0: min(4, cpu count)
     memory_rlimit: str = "auto"           # "as", "data" or "auto" (data when a GPU is exposed)
     gpu: bool | None = None               # expose /dev/nvidia*; None: when present
-    wall_factor: float = 3.0              # the wall-clock fence of a call or import: this many times its time
+    # The wall-clock fence of a call or import, this many times its time: a worker that gets less than a fifth
+    # of a core (more than four busy processes per core) is on a machine too busy to grade on.
+    wall_factor: float = 5.0
 
     def effective_threads(self) -> int:
         """The threads the worker's libraries are told to use (and its CPU budget is sized for)."""

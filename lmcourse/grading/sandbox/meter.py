@@ -22,8 +22,10 @@ would lose its points. So a call (or an import) is judged by a `Clock`:
   on the next run), never the student's timeout.
 
 Only waiting at an ordinary priority counts as the machine's: a task that
-lowered its own (``nice``, ``SCHED_IDLE``, its session's autogroup nice) waits
-by its own choice.
+lowered its own (``nice``, ``SCHED_IDLE``, its session's autogroup nice) or
+narrowed the CPUs it may run on (``sched_setaffinity``: its own processes
+then keep it waiting on one core while the CPU they use stays under the
+budget of several threads) waits by its own choice.
 
 Without a control group the same look also sums the memory of the worker's
 processes (`Clock.memory`), so that a submission's processes together stay
@@ -69,8 +71,16 @@ def _stat_fields(path: str) -> list[str] | None:
         return None
 
 
-def task_times(pid: int) -> dict[int, tuple[float, bool]]:
-    """tid -> (seconds it waited for a CPU so far, whether that wait is the machine's) for each thread of `pid`."""
+def _affinity(tid: int) -> frozenset[int] | None:
+    try:
+        return frozenset(os.sched_getaffinity(tid))
+    except (OSError, AttributeError):
+        return None
+
+
+def task_times(pid: int, cpus: frozenset[int] | None = None) -> dict[int, tuple[float, bool]]:
+    """tid -> (seconds it waited for a CPU so far, whether that wait is the machine's) for each thread of `pid`;
+    `cpus`: the CPUs the worker was given (a thread that may use fewer chose to wait)."""
     out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -94,6 +104,9 @@ def task_times(pid: int) -> dict[int, tuple[float, bool]]:
         try:
             ordinary = (session_ordinary and fields is not None and int(fields[16]) <= 0
                         and int(fields[38]) == _SCHED_OTHER)
+            if ordinary and cpus:
+                allowed = _affinity(int(tid))
+                ordinary = allowed is None or allowed >= cpus
         except (ValueError, IndexError):
             ordinary = False
         out[int(tid)] = (wait_ns / 1e9, ordinary)
@@ -144,8 +157,9 @@ class Clock:
         self.cpu = 0.0                # CPU seconds used since the start
         self.memory = 0               # bytes all processes held at the last look (without a control group)
         self._cpu0 = cpu() if cpu is not None else None
+        self._cpus = _affinity(0)     # the grader's CPUs, which the worker inherits
+        self._proc_cpu: dict[int, float] = {}
         self._waits: dict[int, tuple[float, bool]] | None = None
-        self._cpus: dict[int, float] = {}
         self._last = self.started
         self._next = self.started + SAMPLE_SECONDS
         self.sample(self.started, baseline=True)
@@ -157,7 +171,7 @@ class Clock:
         pids = self._processes()
         waits: dict[int, tuple[float, bool]] = {}
         for pid in pids:
-            waits.update(task_times(pid))
+            waits.update(task_times(pid, self._cpus))
         if self._waits is not None and not baseline:
             # The longest any one task of ordinary priority waited in this interval: a task that could not
             # run held the call up for that long, whichever task it was (the main thread, or a child it waits for).
@@ -175,8 +189,8 @@ class Clock:
         else:
             cpus = {pid: c for pid in pids if (c := process_cpu(pid)) is not None}
             if not baseline:
-                self.cpu += sum(max(0.0, c - self._cpus.get(pid, 0.0)) for pid, c in cpus.items())
-            self._cpus = cpus
+                self.cpu += sum(max(0.0, c - self._proc_cpu.get(pid, 0.0)) for pid, c in cpus.items())
+            self._proc_cpu = cpus
         if self.memory_bytes is not None:
             total = sum(process_memory(pid, False) for pid in pids)
             if total > self.memory_bytes:   # resident counts shared pages once per process: look closer
