@@ -83,15 +83,16 @@ def _limits(root: Path, assignment_id: str, overrides: dict | None):
 # The third-party libraries (top-level import names) every assignment's code may import: NumPy, PyTorch and
 # what torch loads (torchgen, functorch; sympy, mpmath and networkx for its fake tensors and symbolic shapes,
 # filelock and fsspec), matplotlib with what it loads, tqdm for progress bars, regex for the GPT-2 pattern.
-# Every other library in site-packages (transformers, tokenizers, tiktoken, sentencepiece, gensim, scipy,
+# SciPy is allowed: the course's own honest variants use it (scipy.optimize, scipy.special) and no check is
+# about what it offers. Every other library in site-packages (transformers, tokenizers, tiktoken, sentencepiece, gensim,
 # jinja2 ...) is absent from the worker: each would write some assignment's answer. An assignment adds what its
 # given code needs in autograder/<id>/libraries.json ({"allow": [...], "note": "..."}).
 LIBRARIES = frozenset({
     "numpy", "torch", "torchgen", "functorch", "typing_extensions", "sympy", "mpmath", "networkx", "filelock",
     "fsspec", "matplotlib", "mpl_toolkits", "pylab", "PIL", "contourpy", "cycler", "dateutil", "six", "kiwisolver",
-    "fontTools", "pyparsing", "packaging", "tqdm", "regex", "lmcourse",
+    "fontTools", "pyparsing", "packaging", "tqdm", "regex", "scipy", "lmcourse",
 })
-LIBRARIES_NOTE = ("Your code may import the Python standard library, numpy, torch, matplotlib, tqdm, regex and the "
+LIBRARIES_NOTE = ("Your code may import the Python standard library, numpy, scipy, torch, matplotlib, tqdm, regex and the "
                   "course's lmcourse modules{extra}; other libraries would do part of the assignment for you, so "
                   "the grader does not have them")
 
