@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import time
 from pathlib import Path
+
+from .reaping import kill_until_gone
 
 _CACHE: dict = {}
 
@@ -205,17 +206,7 @@ class Group:
                 kill_file.write_text("1")
             except OSError:
                 pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            left = self.pids()
-            if not left:
-                return
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.02)
+        kill_until_gone(self.pids, 10.0)
 
     def remove(self) -> None:
         """Kill what is left, then remove the group's folders (a group can go only once it is empty)."""
