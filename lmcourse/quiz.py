@@ -175,7 +175,14 @@ def quiz_html(unit: str, section: str, folder: Path | None = None) -> str:
     if folder is not None:
         questions(unit, section, folder)  # validates, with the folder's path in the message
     _drawn(unit, section, show)
-    return "".join(parts)
+    return _MATHJAX_TEST.sub(r"\g<0> && MathJax.version && MathJax.typeset", "".join(parts))
+
+
+# jupyterquiz asks `typeof MathJax != 'undefined'` before reading MathJax.version and calling
+# MathJax.typeset. On the book's pages `window.MathJax` is the configuration object until the deferred
+# MathJax script replaces it (and typeset exists only once it has started), so a quiz drawn first (a slow connection, a loaded machine) threw "reading '0'" and was left half-drawn. MathJax
+# typesets the whole page when it starts, so a quiz drawn before then loses nothing by skipping it.
+_MATHJAX_TEST = re.compile(r"typeof MathJax\s*!==?\s*'undefined'")
 
 
 def fill_placeholders(body: str) -> str:

@@ -652,12 +652,21 @@ CHROMIUM_ARGS = [
 WAIT_FOR_DECK = """async () => {
   const start = Date.now();
   while (!(window.Reveal && Reveal.isReady())) {
-    if (Date.now() - start > 20000) return 'reveal.js never became ready';
+    if (Date.now() - start > 60000) return 'reveal.js never became ready';
     await new Promise(r => setTimeout(r, 50));
+  }
+  // ?print-pdf: reveal.js lays the slides out as pages only after the window's load event and a frame,
+  // later than isReady(); a PDF printed before then is one page, the screen's. It appends every page at
+  // once, just before its 'pdf-ready' event, so the first .pdf-page means the layout is done.
+  if (/[?&]print-pdf/.test(location.search)) {
+    while (!document.querySelector('.pdf-page')) {
+      if (Date.now() - start > 60000) return 'reveal.js never laid its slides out as pages';
+      await new Promise(r => setTimeout(r, 50));
+    }
   }
   if (document.querySelector('.math')) {
     while (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
-      if (Date.now() - start > 20000) return 'MathJax never started';
+      if (Date.now() - start > 60000) return 'MathJax never started';
       await new Promise(r => setTimeout(r, 50));
     }
     await MathJax.startup.promise;

@@ -1,9 +1,9 @@
 """`lmcourse check`: the feedback a student gets before submitting (issue 14).
 
 - Readiness counts down: each unit's release, filled part by part from the
-  solution, is checked after every part; the functions left to write fall to
-  zero, the notebook's own test cells that pass rise to all, and only the
-  finished notebook is "ready" (exit 0).
+  solution; the functions left to write fall to zero at every part, the
+  notebook's own test cells that pass rise to all (checked at the release,
+  halfway and finished), and only the finished notebook is "ready" (exit 0).
 - Visible coverage: every function or class a student writes is exercised by
   a visible check or a visible test cell of the notebook.
 - The notebook of another assignment is named as such; an error in an answer
@@ -62,15 +62,25 @@ def answer_cells(aid: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("aid", UNITS)
 def test_readiness_counts_down_to_ready(aid, tmp_path):
+    """The functions left to write are read off the notebook without running it (nbgrader's cells,
+    parsed), so the countdown is followed at every part; the sandboxed check, which runs the visible
+    checks and test cells, is run on the release, halfway and finished (every part of it costs a
+    sandbox, and 08's loads SmolLM2 each time: 107 s for its ten steps on a CI core)."""
+    release = load_release(ROOT, aid)
     n = len(answer_cells(aid))
     todo, passing = [], []
     for parts in range(n + 1):
-        result = check(aid, filled(aid, tmp_path, parts))
+        nb = filled(aid, tmp_path, parts)
+        left = nbmod.readiness(nbmod.check_and_extract(nbformat.read(nb, 4), release).source, release)
+        todo.append(len(left["missing"]) + len(left["unimplemented"]))
+        if parts not in (0, n // 2, n):
+            continue
+        result = check(aid, nb)
         r = readiness(result)
         text = check_text(result, "nb.ipynb")
-        todo.append(len(r["todo"]))
+        assert len(r["todo"]) == todo[-1], (r["todo"], left)  # the report's list is the one counted here
         passing.append(r["cells"][0])
-        assert r["cells"][1] == len(nbmod.graded_cells(load_release(ROOT, aid)))
+        assert r["cells"][1] == len(nbmod.graded_cells(release))
         if parts < n:
             assert not r["ready"] and "not ready to submit yet" in text, text
             assert f"hidden checks worth {r['hidden_points']:g} points" in text
@@ -79,8 +89,8 @@ def test_readiness_counts_down_to_ready(aid, tmp_path):
             assert r["ready"] and "ready to submit" in text and not failing, text
     # every part done takes at least one function off the list, and no test cell passes less
     assert all(a > b for a, b in zip(todo, todo[1:])), todo
-    assert todo[0] == len(nbmod.readiness(nbmod.check_and_extract(*[load_release(ROOT, aid)] * 2).source,
-                                          load_release(ROOT, aid))["unimplemented"]) and todo[-1] == 0
+    assert todo[0] == len(nbmod.readiness(nbmod.check_and_extract(*[release] * 2).source,
+                                          release)["unimplemented"]) and todo[-1] == 0
     assert passing[0] == 0 and all(a <= b for a, b in zip(passing, passing[1:])) and passing[-1] > passing[0]
 
 

@@ -404,3 +404,34 @@ def test_outputs_come_from_the_cache_not_myst_nbs_copy(site, tmp_path):
     (root / slides.JUPYTER_CACHE).unlink()
     (root / slides.EXECUTED / "01-ngrams.ipynb").write_text(json.dumps(empty))
     assert slides.executed_cells(root, "01-ngrams") is None, "no cache and an empty copy: not executed"
+
+
+def test_self_checks_work_before_mathjax_arrives(site, tmp_path_factory):
+    """The questions are drawn by inline scripts, MathJax by a deferred one: on a slow connection (or a
+    loaded machine) a quiz is drawn while `window.MathJax` is still the page's configuration object.
+    jupyterquiz's own test (`typeof MathJax != 'undefined'`) then read `MathJax.version[0]` and threw,
+    leaving the quiz half-drawn. Here MathJax never arrives at all: every question must still be drawn
+    and answer."""
+    from playwright.sync_api import sync_playwright
+
+    unit = "07-gpt"
+    expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
+    with sync_playwright() as pw:
+        context, _ = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
+        page = context.new_page()
+        page.route("**/mathjax/**", lambda route: route.abort())
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{site}/units/{unit}.html", wait_until="load")
+        try:
+            page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
+        except Exception:  # noqa: BLE001 (a timeout: the count is asserted below, with its message)
+            pass
+        assert page.evaluate("typeof window.MathJax === 'object' && !window.MathJax.version"), \
+            "the test needs MathJax's configuration on the page without MathJax itself"
+        drawn = page.evaluate("document.querySelectorAll('.Quiz').length")
+        answer = page.evaluate(_ANSWER, ["false"])
+        context.close()
+    assert not errors, f"{unit} without MathJax: {errors[:3]}"
+    assert drawn == expected, f"{unit} without MathJax: {drawn} questions drawn of {expected}"
+    assert "incorrect" in answer["classes"].split() and _shows(answer["shown"], answer["expected"]), answer
