@@ -1,4 +1,5 @@
-"""No solution and no hidden check appears anywhere in the built book site.
+"""No solution and no hidden check appears anywhere in the built book site (the scanner is
+:mod:`lmcourse.leaks`), nor in the package a student installs.
 
 The book and the assignments teach the same ideas, so it is easy for a
 chapter to print, in passing, the very line a student is asked to write.
@@ -23,161 +24,24 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from booksite import HTML, ROOT, built_book
 
-BEGIN = re.compile(r"^\s*### BEGIN (SOLUTION|HIDDEN TESTS)\s*$")
-END = re.compile(r"^\s*### END (SOLUTION|HIDDEN TESTS)\s*$")
-
-# Lines that carry no secret even when a solution contains them (matched on
-# the line with its whitespace collapsed to single spaces).
-COMMON = re.compile(
-    r"""^(
-        (import|from)\s.*                          # imports
-      | return(\s[\w.]+(,\s?[\w.]+)*)?              # return / return x / return a, b
-      | (pass|continue|break|else:|try:|finally:|raise|yield)
-      | raise\sNotImplementedError(\(\))?          # nbgrader's stub
-      | [\[\](){}:,;'"\s]*                         # brackets, quotes, blank
-      | \#.*                                       # comment-only lines
-      | (if|elif|for|while|with|except)\b.*:       # block headers: the body, not the header, is the answer
-    )$""",
-    re.X,
-)
-# Idioms too general to give an answer away, found in a chapter and a solution alike.
-ALLOWED = {
-    "return p / p.sum()",  # normalise a vector of counts into a distribution
-    "loss.backward()",  # backpropagate: every PyTorch training loop has it
-    "B, T, _ = x.shape",  # unpacking a (B, T, d) input's shape
-    "return weights @ v, weights",  # attention's last step, returning the (outputs, weights) that 04's spec names;
-    # the chapter's `attention` stops there, short of the assignment's masked softmax and fully masked rows
-    "self.combine = nn.Linear(2 * d_hidden, d_hidden)",  # 04's Part 4 gives this layer in its table of parameters
-    "schedule.step()",  # a learning-rate scheduler's step: every chapter that trains with one has it
-    "model.eval()", "model.train()",  # switching a model's mode: every chapter that trains one has them
-    # the attention projections: Units 4-7 give them by name and shape in every spec (docs/adding-a-unit.md §2.9)
-    "self.q_proj = nn.Linear(d_model, d_model)", "self.k_proj = nn.Linear(d_model, d_model)",
-    "self.v_proj = nn.Linear(d_model, d_model)", "self.out_proj = nn.Linear(d_model, d_model)",
-}
-MIN_CHARS = 12  # after removing whitespace: shorter lines (`x=0`, `i+=1`) are everywhere
-
-
-def normalise(line: str) -> str:
-    """A code line compared without whitespace: `x = f(a, b)` and `x=f(a,b)` match."""
-    return re.sub(r"\s+", "", line)
-
-
-def without_comment(line: str) -> str:
-    """Drop a trailing `# comment` (when no quote follows the #, so never inside a string)."""
-    return re.sub(r"\s*#[^'\"]*$", "", line)
-
-
-_ALLOWED = {normalise(line) for line in ALLOWED}
-
-
-def is_common(line: str) -> bool:
-    """True for a line too short or too generic to count as a leak (or with no letter or digit in it:
-    a Markdown table's rule ``|---|---|``, a row of ``=``)."""
-    norm = normalise(line)
-    return (len(norm) < MIN_CHARS or norm in _ALLOWED or bool(COMMON.match(" ".join(line.split())))
-            or not any(c.isalnum() for c in line))
-
-
-@dataclass(frozen=True)
-class Origin:
-    path: str
-    line: str
-
-
-def _cell_source(cell) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def notebook_lines(path: Path) -> tuple[list[str], list[str]]:
-    """(secret lines, public lines) of one nbgrader source notebook."""
-    nb = json.loads(path.read_text())
-    secret, public = [], []
-    for cell in nb.get("cells", []):
-        lines = _cell_source(cell).splitlines()
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        marked = any(BEGIN.match(line) for line in lines)
-        if meta.get("solution") and not marked:
-            secret += lines  # the whole cell is the answer
-            continue
-        inside = False
-        for line in lines:
-            if BEGIN.match(line):
-                inside = True
-            elif END.match(line):
-                inside = False
-            else:
-                (secret if inside else public).append(line)
-    return secret, public
-
-
-def secret_lines(solutions: Path, autograder: Path) -> dict[str, Origin]:
-    """Normalised secret line -> where it comes from."""
-    secrets: dict[str, Origin] = {}
-    public: set[str] = set()
-    for nb in sorted(solutions.glob("*/*.ipynb")):
-        hidden, shown = notebook_lines(nb)
-        public.update(normalise(text) for line in shown for text in (line, without_comment(line)))
-        for line in hidden:
-            secrets.setdefault(normalise(line), Origin(str(nb), line.strip()))
-    for py in sorted(autograder.rglob("*.py")):
-        for line in py.read_text().splitlines():
-            secrets.setdefault(normalise(line), Origin(str(py), line.strip()))
-    out = {}
-    for origin in secrets.values():
-        for line in {origin.line, without_comment(origin.line)}:
-            key = normalise(line)
-            if key not in public and not is_common(line):
-                out[key] = origin
-    return out
+from lmcourse import leaks
+from lmcourse.leaks import Origin, is_common, normalise, secret_lines  # noqa: F401 (used below)
 
 
 def site_text_lines(path: Path) -> list[str]:
     """The lines a reader (or a scraper) can get from one file of the site."""
-    raw = path.read_bytes()
-    if b"\0" in raw[:4096]:
-        return []  # images, fonts
-    text = raw.decode("utf-8", errors="replace")
-    if path.suffix == ".ipynb":
-        try:
-            nb = json.loads(text)
-        except ValueError:
-            return text.splitlines()
-        lines = []
-        for cell in nb.get("cells", []):
-            lines += _cell_source(cell).splitlines()
-            for out in cell.get("outputs", []):
-                for value in [out.get("text", "")] + list(out.get("data", {}).values()):
-                    lines += ("".join(value) if isinstance(value, list) else str(value)).splitlines()
-        return lines
-    if path.suffix in {".html", ".htm", ".xml", ".svg"}:
-        # Block elements end a line as a browser shows it; inline markup
-        # (Pygments' <span>s) disappears, entities become characters.
-        text = re.sub(r"<(?:/?(?:p|div|pre|li|tr|td|th|h[1-6])\b|br)[^>]*>", "\n", text, flags=re.I)
-        text = html.unescape(re.sub(r"<[^>]+>", "", text))
-    return text.splitlines()
+    return leaks.text_lines(path.name, path.read_bytes())
 
 
 def find_leaks(site: Path, secrets: dict[str, Origin]) -> list[str]:
     """Every line of the site that equals a secret line, as readable findings."""
-    found = []
-    for path in sorted(p for p in site.rglob("*") if p.is_file()):
-        for number, line in enumerate(site_text_lines(path), 1):
-            norm = normalise(line)
-            if len(norm) < MIN_CHARS:
-                continue
-            origin = secrets.get(norm) or secrets.get(normalise(without_comment(line)))
-            if origin:
-                found.append(f"{path.relative_to(site)}:{number}: {line.strip()[:100]!r} "
-                             f"(from {Path(origin.path).relative_to(ROOT) if origin.path.startswith(str(ROOT)) else origin.path})")
-    return found
+    return leaks.find(site, leaks.Secrets(lines=secrets))
 
 
 # --- the check on the real site ---------------------------------------------
@@ -349,3 +213,127 @@ def test_a_real_solution_line_planted_in_a_site_is_caught(tmp_path):
     (tmp_path / "page.html").write_text(f"<html><body>{_highlighted(origin.line)}</body></html>")
     leaks = find_leaks(tmp_path, secrets)
     assert leaks, f"the line {origin.line!r} from {origin.path} was planted in a page and not found"
+
+
+# --- what a student installs and downloads: releases, the package, archives, bytecode ----------
+
+
+@pytest.fixture(scope="module")
+def course_secrets():
+    secrets = leaks.collect(ROOT)
+    # not vacuous: every unit's answers are in there, compiled and as lines, and its hidden checks' names
+    assert len(secrets.lines) > 1000 and len(secrets.bytecode) > 200 and len(secrets.names) > 200, \
+        (len(secrets.lines), len(secrets.bytecode), len(secrets.names))
+    return secrets
+
+
+def test_the_released_notebooks_hold_no_secret(course_secrets):
+    found = leaks.find(ROOT / "assignments", course_secrets)
+    assert not found, "the student notebooks hold solution or hidden-check material:\n" + "\n".join(found[:20])
+
+
+def test_the_package_a_student_installs_holds_no_secret(course_secrets, tmp_path):
+    """The `lmcourse` wheel (what `pip install` puts on a student's machine) and its bytecode: no answer,
+    no hidden check, no check's name (`digits_apart`, the capstone's answer, once lived in lmcourse).
+    Today's wheel is the whole package, grader and publishing included (the student edition of issue 38
+    will ship less); what it must never hold is the same."""
+    import compileall
+    import shutil
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                           "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("lmcourse-*.whl"))
+    package = tmp_path / "lmcourse"
+    shutil.copytree(ROOT / "lmcourse", package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert compileall.compile_dir(str(package), quiet=1, legacy=True)  # .pyc beside each .py
+    # Lines are not compared: the package is the course's given code, and shares idioms with answers and
+    # checks line for line (`torch.manual_seed(seed)`); a function compiled from an answer or a check is
+    # (however it is spaced or commented), and so is the name or title of a hidden check.
+    secrets = leaks.Secrets(bytecode=course_secrets.bytecode, names=course_secrets.names)
+    found = leaks.find(wheel, secrets) + leaks.find(package, secrets)
+    assert not found, "the student's package holds solution or hidden-check material:\n" + "\n".join(found[:20])
+
+
+def _solution_function(secrets: leaks.Secrets) -> tuple[str, str]:
+    """A function of a real solution cell whose bytecode is secret: (its notebook, its source)."""
+    import ast
+
+    for nb in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+        for cell in json.loads(nb.read_text()).get("cells", []):
+            if not cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                continue
+            source = "".join(cell["source"])
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef):
+                    one = ast.get_source_segment(source, node)
+                    if any(fp in secrets.bytecode for fp in leaks._functions(one, "planted")):
+                        return str(nb), one
+    raise AssertionError("no solution function found")
+
+
+@pytest.mark.parametrize("wrapping", ["pyc", "pyc in a wheel in a tarball", "py in a zip", "check name in a pyc"])
+def test_a_planted_secret_is_caught_in_archives_and_bytecode(course_secrets, tmp_path, wrapping):
+    import io
+    import py_compile
+    import tarfile
+    import zipfile
+
+    _, function = _solution_function(course_secrets)
+    hidden = next(n for n in course_secrets.names if n.startswith("test_"))
+    source = f"def {hidden}():\n    return 1\n" if wrapping == "check name in a pyc" else function
+    src = tmp_path / "given.py"
+    src.write_text(source)
+    pyc = tmp_path / "given.pyc"
+    py_compile.compile(str(src), cfile=str(pyc), doraise=True)
+    out = tmp_path / "received"
+    out.mkdir()
+    if wrapping in ("pyc", "check name in a pyc"):
+        (out / "given.cpython-311.pyc").write_bytes(pyc.read_bytes())
+    elif wrapping == "py in a zip":
+        with zipfile.ZipFile(out / "notes.zip", "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("pkg/given.py", source)
+    else:
+        wheel = io.BytesIO()
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("pkg/__pycache__/given.cpython-311.pyc", pyc.read_bytes())
+        data = wheel.getvalue()
+        with tarfile.open(out / "edition.tar.gz", "w:gz") as t:
+            info = tarfile.TarInfo("dist/pkg-0.1-py3-none-any.whl")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    found = leaks.find(out, course_secrets)
+    assert found, f"{wrapping}: planted and not found"
+    (src.unlink(), pyc.unlink())
+    # and nothing is found in the same wrapping of harmless code (not a check that flags everything)
+    for f in out.iterdir():
+        f.unlink()
+    harmless = "def helper(xs):\n    total = 0\n    for x in xs:\n        total += x * x\n    return total\n"
+    with zipfile.ZipFile(out / "notes.zip", "w") as z:
+        z.writestr("pkg/given.py", harmless)
+    assert not leaks.find(out, course_secrets)
+
+
+def test_a_visible_checks_name_is_not_a_secret(course_secrets):
+    """Visible checks are shown to students (run by `lmcourse check`): their names are not secrets; every
+    hidden one is, unless a visible check or a release shares it (a test cell's id)."""
+    import ast
+
+    visible, hidden = set(), set()
+    for py in (ROOT / "autograder").rglob("test_*.py"):
+        for node in ast.parse(py.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.decorator_list:
+                text = ast.unparse(node.decorator_list[0])
+                if text.startswith("check("):
+                    (visible if "visibility='visible'" in text else hidden).add(node.name)
+    releases = "\n".join(p.read_text() for p in (ROOT / "assignments").glob("*/*.ipynb"))
+    assert visible and hidden
+    assert not visible & set(course_secrets.names)
+    assert {h for h in hidden if h not in visible and h not in releases} <= set(course_secrets.names)
+    assert len(hidden - visible) > 100
