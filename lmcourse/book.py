@@ -239,11 +239,15 @@ def _teaching_links(app, pagename, templatename, context, doctree) -> None:
 
 
 def _quiz_dependency(app, docname, source) -> None:
-    """A chapter's page is rebuilt when its question file changes (its cells' cache keys do not see it)."""
+    """A chapter's page is rebuilt when its question file changes (its cells' cache keys do not see it),
+    or the code that draws the questions does (lmcourse/quiz.py)."""
     if docname.startswith("units/"):
         quizzes = Path(app.srcdir) / "quizzes" / f"{docname.split('/', 1)[1]}.yaml"
         if quizzes.exists():
             app.env.note_dependency(str(quizzes))
+            from lmcourse import quiz
+
+            app.env.note_dependency(str(Path(quiz.__file__).resolve()))
 
 
 GRADING_COST = "<!-- lmcourse: grading-cost -->"  # book/course/grading.md: where the measured costs go

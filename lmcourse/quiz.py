@@ -175,14 +175,35 @@ def quiz_html(unit: str, section: str, folder: Path | None = None) -> str:
     if folder is not None:
         questions(unit, section, folder)  # validates, with the folder's path in the message
     _drawn(unit, section, show)
-    return _MATHJAX_TEST.sub(r"\g<0> && MathJax.version && MathJax.typeset", "".join(parts))
+    drawn = _MATHJAX_TEST.sub(r"\g<0> && MathJax.version && MathJax.typeset || lmcourseTypesetLater()",
+                              "".join(parts))
+    return f'<script type="text/javascript">{_TYPESET_LATER}</script>' + drawn
 
 
 # jupyterquiz asks `typeof MathJax != 'undefined'` before reading MathJax.version and calling
 # MathJax.typeset. On the book's pages `window.MathJax` is the configuration object until the deferred
-# MathJax script replaces it (and typeset exists only once it has started), so a quiz drawn first (a slow connection, a loaded machine) threw "reading '0'" and was left half-drawn. MathJax
-# typesets the whole page when it starts, so a quiz drawn before then loses nothing by skipping it.
+# MathJax script replaces it (and typeset exists only once MathJax has started), so a quiz drawn first
+# (a slow connection, a loaded machine) threw "reading '0'" and was left half-drawn. Now a quiz drawn
+# early skips its own typesetting and asks for the questions to be typeset once MathJax has started
+# (the page's own first pass leaves them alone: the theme tells MathJax to ignore the document body).
 _MATHJAX_TEST = re.compile(r"typeof MathJax\s*!==?\s*'undefined'")
+_TYPESET_LATER = """window.lmcourseTypesetLater = window.lmcourseTypesetLater || function () {
+  if (window.lmcourseTypesetWaiting) return false;
+  window.lmcourseTypesetWaiting = true;
+  const start = Date.now();
+  (function wait() {
+    const mj = window.MathJax;
+    if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
+      mj.startup.promise.then(() => mj.typesetPromise(Array.from(document.querySelectorAll('.Quiz'))))
+        .finally(() => { window.lmcourseTypesetWaiting = false; });
+    } else if (Date.now() - start < 120000) {
+      setTimeout(wait, 100);
+    } else {
+      window.lmcourseTypesetWaiting = false;  // MathJax never came: the questions stay as plain TeX
+    }
+  })();
+  return false;
+};"""
 
 
 def fill_placeholders(body: str) -> str:

@@ -435,3 +435,45 @@ def test_self_checks_work_before_mathjax_arrives(site, tmp_path_factory):
     assert not errors, f"{unit} without MathJax: {errors[:3]}"
     assert drawn == expected, f"{unit} without MathJax: {drawn} questions drawn of {expected}"
     assert "incorrect" in answer["classes"].split() and _shows(answer["shown"], answer["expected"]), answer
+
+
+def test_self_checks_drawn_before_mathjax_are_typeset_when_it_arrives(site, tmp_path_factory):
+    """The same race the other way round: MathJax arrives five seconds after the questions were drawn.
+    The questions' maths must still be typeset (the page's own first pass ignores the document body, so
+    nothing else would), with no error on the way."""
+    from playwright.sync_api import sync_playwright
+
+    unit = "08-capstone"  # its questions are full of maths
+    with sync_playwright() as pw:
+        context, _ = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
+        page = context.new_page()
+
+        def delayed(route):
+            url = urllib.parse.urlsplit(route.request.url)
+            if url.path.endswith("tex-mml-chtml.js") and "late=1" not in url.query:
+                # the page's own request (`?v=<digest>` or none): answer with a loader that waits
+                late = url._replace(query="late=1").geturl()
+                body = (f"setTimeout(() => {{ const s = document.createElement('script'); s.src = '{late}'; "
+                        "document.head.appendChild(s); }, 3000);")
+                route.fulfill(status=200, content_type="text/javascript", body=body)
+            else:
+                route.continue_()
+
+        page.route("**/mathjax/**", delayed)
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{site}/units/{unit}.html", wait_until="load")
+        expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
+        page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
+        drawn_early = page.evaluate("!window.MathJax.version")
+        page.wait_for_function("window.MathJax && MathJax.startup && MathJax.typesetPromise", timeout=60000)
+        page.wait_for_timeout(1500)
+        state = page.evaluate(r"""() => {
+          const quizzes = Array.from(document.querySelectorAll('.Quiz'));
+          return {typeset: quizzes.reduce((n, q) => n + q.querySelectorAll('mjx-container').length, 0),
+                  raw: quizzes.map(q => q.textContent).filter(t => /\\\(|\\\[/.test(t)).map(t => t.slice(0, 80))};
+        }""")
+        context.close()
+    assert drawn_early, "the questions were not drawn before MathJax: the test did not make the race it is about"
+    assert not errors, f"{unit} with MathJax late: {errors[:3]}"
+    assert state["typeset"] > 0 and not state["raw"], f"{unit} with MathJax late: {state}"
