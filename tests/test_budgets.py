@@ -218,7 +218,7 @@ def test_last_call_tells_the_students_time_from_the_machines():
     """What a speed check compares (`student.last_call.own`): on a busy machine, less than the wall clock by the
     time the worker waited for a CPU."""
     with Worker(SPIN, limits=TIME_LIMITS) as w:
-        assert w.call("work", 10) == 285 and w.last_call.wall < 5
+        assert w.call("work", 10) == 285
         with Load(seconds=60):
             time.sleep(0.5)
             w.call("work", 5_000_000, timeout=30)

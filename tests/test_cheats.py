@@ -402,13 +402,11 @@ def test_bounded_memory_bomb():
             return 0.0
     ''')
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.monotonic()
     with Worker(src, limits=Limits(**{**LIMITS.__dict__, "memory_bytes": 1 << 30})) as w:
         assert grade(w) == 0
         with pytest.raises(StudentError) as e:
             w.call("creep", [1.0])
         assert "MemoryError" in e.value.message
-    assert time.monotonic() - t0 < 30
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 200_000   # KB: grader unaffected
 
 
@@ -445,25 +443,24 @@ def test_output_flood():
             sys.stdout.write("A" * (100 << 20))
             return sum(xs) / len(xs)
     ''')
-    t0 = time.monotonic()
     with Worker(src, limits=Limits(**{**LIMITS.__dict__, "call_timeout": 20})) as w:
         with pytest.raises(StudentError) as e:
             w.call("mean", [1.0])
         assert e.value.kind == "output-too-large"
         assert len(w.captured_output) < LIMITS.output_bytes + 200
-    assert time.monotonic() - t0 < 30
     points, w = score("print('B' * (100 << 20))\n" + HONEST)
     assert points == 0 and w.import_error is not None
 
 
 def test_infinite_loops():
-    t0 = time.monotonic()
     points, w = score("while True:\n    pass\n" + HONEST, limits=Limits(**{**LIMITS.__dict__, "import_timeout": 3}))
     assert points == 0 and "did not finish" in w.import_error.message
-    points, w = score("def mean(xs):\n    while True:\n        pass\n",
-                      limits=Limits(**{**LIMITS.__dict__, "call_timeout": 1}))
-    assert points == 0
-    assert time.monotonic() - t0 < 40
+    with Worker("def mean(xs):\n    while True:\n        pass\n",
+                limits=Limits(**{**LIMITS.__dict__, "call_timeout": 1})) as w:
+        with pytest.raises(StudentError) as e:
+            w.call("mean", [1.0])
+        assert e.value.kind == "timeout", e.value
+        assert grade(w) == 0
     assert w.alive_pids() == []
 
 
