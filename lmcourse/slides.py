@@ -608,8 +608,8 @@ def build(root: Path, html_dir: Path | None = None, *, pdf: bool = True) -> dict
     slides_dir.mkdir(parents=True, exist_ok=True)
     copy_reveal(root, slides_dir)
     sources = {p.stem for p in decks(root)}
-    for stale in slides_dir.glob("*.*"):  # a deck whose source is gone
-        if stale.is_file() and stale.name.split(".")[0].removesuffix("-notes") not in sources | {"summary"}:
+    for stale in slides_dir.glob("*.*"):  # a deck whose source is gone (its page, PDFs and their stamps)
+        if stale.is_file() and stale.name.lstrip(".").split(".")[0].removesuffix("-notes") not in sources | {"summary"}:
             stale.unlink()
     summary: dict = {"decks": {}, "figures": sum(len(v) for v in index.values())}
     problems: list[str] = []

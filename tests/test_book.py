@@ -204,6 +204,10 @@ def test_unchanged_book_rebuilds_from_the_cache(book):
     assert proc.returncode == 0, log[-3000:]
     executed = [line for line in log.splitlines() if "Executing notebook" in line]
     assert not executed, f"an unchanged chapter was executed again: {executed}"
+    pdfs = json.loads((book.html / "slides" / "summary.json").read_text())["pdf"]
+    if "skipped" not in pdfs:   # no Chromium: test_slides says so
+        printed = sorted(name for name, made in pdfs.items() if not made.get("cached"))
+        assert not printed, f"an unchanged deck was printed to PDF again: {printed}"
 
 
 def test_the_book_modules_share_one_worker_under_make_test():
