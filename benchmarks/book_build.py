@@ -41,7 +41,7 @@ def _copy_course(dest: Path) -> None:
     shutil.copytree(ROOT / "book", dest / "book", ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / name, dest / name)
-    from lmcourse.book import ensure_mathjax
+    from lmcourse.instructor.book import ensure_mathjax
 
     ensure_mathjax(ROOT)
     (dest / "node_modules").symlink_to(ROOT / "node_modules")

@@ -57,7 +57,7 @@ def main() -> int:
     parser.add_argument("--baseline", default=BASELINE, help=f"the commit to compare with (default {BASELINE})")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     with tempfile.TemporaryDirectory(prefix="lmcourse-bench-") as tmp:
         base = Path(tmp) / "baseline"

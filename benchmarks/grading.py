@@ -62,7 +62,7 @@ def main() -> int:
     aid, n = args.assignment, args.n
     course = course_of(aid)
     sys.path.insert(0, str(ROOT))
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     with tempfile.TemporaryDirectory(prefix="lmcourse-bench-") as tmp:
         tmp = Path(tmp)

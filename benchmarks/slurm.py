@@ -50,7 +50,7 @@ def lmcourse(args: list, environment: dict) -> subprocess.CompletedProcess:
 
 
 def submissions(assignment: str, folder: Path, n: int) -> Path:
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     honest = submission_from_solution(course_of(assignment), assignment, folder / "_honest")
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ command does can also be done (and tested) from Python.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -43,6 +44,25 @@ def _course_root(args: argparse.Namespace) -> Path:
     return _repo_root()
 
 
+def _checked_course(args: argparse.Namespace) -> Path:
+    """What `lmcourse check` checks against: --course, else the course checkout around the current folder,
+    else the student edition installed with this package (its releases and visible checks)."""
+    if getattr(args, "course", None) is not None:
+        course = args.course
+        if not ((course / "solutions").is_dir() or (course / "assignments").is_dir()):
+            raise CommandError(f"--course {course}: expected a course (a folder with assignments/ in it)")
+        return course.resolve()
+    try:
+        return _repo_root()
+    except CommandError:
+        from lmcourse.course import Course
+
+        edition = Course.installed_edition()
+        if edition is None:
+            raise
+        return edition.root
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     from lmcourse import data
 
@@ -62,70 +82,83 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from lmcourse import book
+    from lmcourse.instructor import book
 
     return book.build(_repo_root(), assignments=not args.no_assign, check=args.check)
 
 
 def cmd_slides(args: argparse.Namespace) -> int:
-    from lmcourse import lecture
+    from lmcourse.instructor import lecture
 
     return lecture.main(_repo_root(), args.units, check_only=args.check)
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
-    from lmcourse import release
+    from lmcourse.instructor import release
 
     return release.main(_course_root(args), args.ids, check_only=args.check)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from lmcourse.instructor import publish
+
+    return publish.main(_course_root(args), args.out, repository=args.repository, book_url=args.book_url,
+                        ids=args.ids or None, force=args.force)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from lmcourse.grading import cli as grading_cli
 
-    return grading_cli.check(_course_root(args), args)
+    return grading_cli.check(_checked_course(args), args)
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from lmcourse.grading import cli as grading_cli
+    from lmcourse.instructor import cli as instructor_cli
 
-    return grading_cli.grade(_course_root(args), args)
+    return instructor_cli.grade(_course_root(args), args)
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from lmcourse.grading import cli as grading_cli
+    from lmcourse.instructor import cli as instructor_cli
 
-    return grading_cli.leaderboard(_course_root(args), args)
+    return instructor_cli.leaderboard(_course_root(args), args)
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
-    from lmcourse.grading import cli as grading_cli
+    from lmcourse.instructor import cli as instructor_cli
 
-    return grading_cli.gradescope(_course_root(args), args)
+    return instructor_cli.gradescope(_course_root(args), args)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    instructor = importlib.util.find_spec("lmcourse.instructor") is not None
     parser = _Parser(
         prog="lmcourse",
-        description="An open course on language models: build the book, release assignments, check and grade notebooks.",
+        description="An open course on language models: " + (
+            "build the book, release assignments, check and grade notebooks." if instructor else
+            "check your notebook before you submit it (the student edition)."),
     )
     from lmcourse import __version__
 
     parser.add_argument("--version", action="version", version=f"lmcourse {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # The instructors' commands exist where lmcourse.instructor does: not in the student edition.
+    instructors = sub.add_parser if instructor else \
+        (lambda name, **kwargs: _Parser(prog=f"lmcourse {name}"))
 
-    p = sub.add_parser("book", help="build the book site (and the student assignments)")
+    p = instructors("book", help="build the book site (and the student assignments)")
     p.add_argument("--no-assign", action="store_true", help="do not regenerate assignments/ first")
     p.add_argument("--check", action="store_true", help="also Sphinx's nit-picky mode (-n): every reference to a missing target fails; what the tests use")
     p.set_defaults(func=cmd_book)
 
-    p = sub.add_parser("slides", help="(instructors) build the lecture decks from book/slides/ (after `lmcourse book`), "
+    p = instructors("slides", help="(instructors) build the lecture decks from book/slides/ (after `lmcourse book`), "
                                       "or --check them against their chapters")
     p.add_argument("units", nargs="*", help="decks such as 01-ngrams (default: all)")
     p.add_argument("--check", action="store_true", help="only validate the decks' sources: slide count, speaker notes, "
                                                          "references to the chapter, starred syllabus items")
     p.set_defaults(func=cmd_slides)
 
-    p = sub.add_parser("assign", help="generate student notebooks in assignments/ from solutions/")
+    p = instructors("assign", help="generate student notebooks in assignments/ from solutions/")
     p.add_argument("ids", nargs="*", help="assignment ids such as 01-ngrams (default: all)")
     p.add_argument("--check", action="store_true", help="only report whether assignments/ is up to date")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
@@ -139,7 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("grade", help="(instructors) grade a folder of submissions")
+    p = instructors("publish", help="(instructors) write the student edition: the assignments, the given code and "
+                                     "`lmcourse check` with the visible checks; no answer, no hidden check")
+    p.add_argument("edition", choices=["student"], help="what to publish (the student edition)")
+    p.add_argument("out", type=Path, help="an empty folder to write it to (then push it as its own repository)")
+    p.add_argument("--repository", required=True,
+                   help="where students will find the edition (e.g. https://github.com/uni/lm-course-student): "
+                        "the Colab badges and install cells point there")
+    p.add_argument("--book-url", help="the book site's address, for the edition's README")
+    p.add_argument("--force", action="store_true", help="replace what OUT holds")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.add_argument("--only", action="append", metavar="ID", dest="ids",
+                   help="publish this assignment only (repeatable; default: all)")
+    p.set_defaults(func=cmd_publish)
+
+    p = instructors("grade", help="(instructors) grade a folder of submissions")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("submissions", type=Path, help="folder of <student>.ipynb or <student>/<id>/<id>.ipynb")
     p.add_argument("--out", type=Path, required=True, help="output folder (grades.csv, per-student results)")
@@ -169,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="one more sbatch option for both jobs, e.g. --sbatch-arg=--account=cs336 (repeatable)")
     p.set_defaults(func=cmd_grade)
 
-    p = sub.add_parser("leaderboard", help="(instructors) rank a graded cohort's grader-verified training results "
+    p = instructors("leaderboard", help="(instructors) rank a graded cohort's grader-verified training results "
                                            "as an HTML page")
     p.add_argument("assignment", help="assignment id, e.g. 07-gpt")
     p.add_argument("grades", type=Path, help="the --out folder of `lmcourse grade` (holds students/)")
@@ -181,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_leaderboard)
 
-    p = sub.add_parser("gradescope", help="(instructors) build a Gradescope autograder zip")
+    p = instructors("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("--out", type=Path, required=True, help="path of the zip to write")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")

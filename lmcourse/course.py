@@ -8,6 +8,12 @@ A course is a folder::
     autograder/<id>/limits.json   the sandbox's limits for this assignment (optional)
     autograder/<id>/libraries.json  the libraries its code may import beyond the course's (optional)
 
+The student edition (``lmcourse publish student``) is a course without
+``solutions/``: its ``autograder/<id>/`` holds the visible checks only, and
+``reference.replay``, the solution's recorded answers the checks compare with
+(`lmcourse.grading.replay`). Installed as a package, its course lives in
+``lmcourse/edition/`` (:meth:`Course.installed_edition`).
+
 Every part of lmcourse that needs one of these paths asks an
 :class:`Assignment` for it, so the layout is written down once, and the
 sandbox is *told* which folders to hide (:meth:`Course.secret_dirs`) instead
@@ -51,6 +57,17 @@ class Course:
         root = Path(__file__).resolve().parent.parent
         return cls(root) if (root / "solutions").is_dir() else None
 
+    @classmethod
+    def installed_edition(cls) -> "Course | None":
+        """The course the student edition installed with this package (its releases and visible checks)."""
+        root = Path(__file__).resolve().parent / EDITION_DIR
+        return cls(root) if (root / "assignments").is_dir() else None
+
+    @property
+    def is_edition(self) -> bool:
+        """A student edition: no solutions, the visible checks and a record of the solution's answers."""
+        return not self.solutions_dir.is_dir() and self.assignments_dir.is_dir()
+
     @property
     def solutions_dir(self) -> Path:
         return self.root / "solutions"
@@ -64,16 +81,19 @@ class Course:
         return self.root / "autograder"
 
     def assignment_ids(self) -> list[str]:
-        """Every assignment with a source notebook, in order (``01-ngrams``, ``02-word2vec``, ...)."""
-        if not self.solutions_dir.is_dir():
+        """Every assignment with a source notebook (a release, in a student edition), in order (``01-ngrams``,
+        ``02-word2vec``, ...)."""
+        folder = self.assignments_dir if self.is_edition else self.solutions_dir
+        if not folder.is_dir():
             return []
-        return sorted(p.name for p in self.solutions_dir.iterdir() if (p / f"{p.name}.ipynb").exists())
+        return sorted(p.name for p in folder.iterdir() if (p / f"{p.name}.ipynb").exists())
 
     def assignment(self, assignment_id: str) -> "Assignment":
         """The assignment `assignment_id`; `UnknownAssignment` (naming the known ones) if there is none."""
         known = self.assignment_ids()
         if assignment_id not in known:
-            raise UnknownAssignment(f"no assignment '{assignment_id}' in {self.solutions_dir}; "
+            raise UnknownAssignment(f"no assignment '{assignment_id}' in "
+                                    f"{self.assignments_dir if self.is_edition else self.solutions_dir}; "
                                     f"known: {', '.join(known) or 'none'}")
         return Assignment(self, assignment_id)
 
@@ -105,6 +125,11 @@ class Assignment:
     @property
     def checks_dir(self) -> Path:
         return self.course.checks_root / self.id
+
+    @property
+    def replay_path(self) -> Path:
+        """The student edition's record of the solution's answers (`lmcourse.grading.replay`)."""
+        return self.checks_dir / "reference.replay"
 
     @property
     def limits_path(self) -> Path:
@@ -171,6 +196,8 @@ class Assignment:
         from lmcourse.grading import notebook as nbmod
         from lmcourse.errors import GraderError
 
+        if self.course.is_edition:
+            return self._replay()
         source = nbmod.extract_reference(self.load_source())
         key = (str(self.course.root.resolve()), self.id, hashlib.sha256(source.encode()).hexdigest())
         if key not in _REFERENCES:
@@ -192,6 +219,24 @@ class Assignment:
                 sys.dont_write_bytecode = previous
             _REFERENCES[key] = module
         return _REFERENCES[key]
+
+
+    def _replay(self):
+        """The student edition's stand-in for the solution: its answers, replayed (`lmcourse.grading.replay`)."""
+        from lmcourse.errors import GraderError
+        from lmcourse.grading import replay
+
+        try:
+            return replay.Replay(replay.loads(self.replay_path.read_bytes()), self.id)
+        except FileNotFoundError:
+            raise GraderError(f"{self.replay_path} is missing: the student edition is incomplete; publish it "
+                              "again (lmcourse publish student)") from None
+        except Exception as err:
+            raise GraderError(f"{self.replay_path} cannot be read ({type(err).__name__}: {err}); publish the "
+                              "student edition again") from err
+
+
+EDITION_DIR = "edition"  # the installed student edition's course, inside the package
 
 
 def load_release(root: Path, assignment_id: str):

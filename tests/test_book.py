@@ -132,7 +132,7 @@ def test_chapters_offer_notebook_downloads(book):
         cells = json.loads(ipynb.read_text())["cells"]
         assert any(c.get("outputs") for c in cells if c["cell_type"] == "code"), (
             f"{ipynb.relative_to(HTML)} has no outputs: a reader downloads the chapter without its results "
-            "(myst-nb writes it so after a cached rebuild; lmcourse.slides.restore_outputs puts them back)")
+            "(myst-nb writes it so after a cached rebuild; lmcourse.instructor.slides.restore_outputs puts them back)")
         text = page.read_text()
         assert f"{chapter.stem}.ipynb" in text, f"{page.name} has no .ipynb download button"
         assert "mybinder.org" in text, f"{page.name} has no launch-in-Jupyter (Binder) button"
@@ -143,7 +143,7 @@ def test_chapters_offer_notebook_downloads(book):
 
 def _mini_book(tmp_path: Path, chapter: str) -> Path:
     """A one-chapter book with the course's own _config.yml and extension."""
-    from lmcourse.book import ensure_mathjax
+    from lmcourse.instructor.book import ensure_mathjax
 
     ensure_mathjax(ROOT)  # `npm ci` on a fresh clone, if the session build has not run yet
     root = tmp_path / "course"

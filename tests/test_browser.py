@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
-from lmcourse.slides import CHROMIUM_ARGS, chromium as chromium_binary
+from lmcourse.instructor.slides import CHROMIUM_ARGS, chromium as chromium_binary
 
 pytestmark = pytest.mark.slow
 

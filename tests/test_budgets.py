@@ -30,10 +30,11 @@ from pathlib import Path
 import pytest
 
 from lmcourse.errors import GraderError
-from lmcourse.grading import preflight, runner
+from lmcourse.grading import runner
+from lmcourse.instructor import preflight
 from lmcourse.grading.result import Status
 from lmcourse.grading.sandbox import Limits, StudentError, Worker, cgroups, meter
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"

@@ -28,7 +28,7 @@ from lmcourse.grading import notebook as nbmod
 from lmcourse.grading import runner, sandbox
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.report import check_text, readiness
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = Course(ROOT).assignment_ids()  # every unit, 4-7 included as they land
@@ -367,7 +367,7 @@ def test_a_looping_function_times_its_test_cells_out_and_the_check_goes_on(tmp_p
 
 
 def test_a_variant_written_as_an_edit_applies_and_cannot_drift(tmp_path):
-    from lmcourse.grading.testing import Edit
+    from lmcourse.instructor.testing import Edit
 
     edit = Edit("return x, y", "return x, x.clone()", why="targets not shifted")
     nb = submission_from_solution(ROOT, "03-rnnlm", tmp_path, replace={"batchify": edit})

@@ -33,7 +33,7 @@ from torch import nn
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.sandbox import Limits, Worker
 from lmcourse.grading.sandbox.inside import probes
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 V = 12

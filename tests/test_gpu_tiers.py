@@ -35,7 +35,7 @@ import test_unit05_transformer as u5
 import test_unit06_bert as u6
 import test_unit07_gpt as u7
 from lmcourse.grading import grade_notebook, training
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def _only_training(aid: str, result_names: set[str]) -> set[str]:
 @pytest.fixture(scope="module")
 def check_names():
     """Every check's name per unit, from a CPU-tier grade of the release (fast: every check fails at once)."""
-    from lmcourse.grading.testing import released_notebook
+    from lmcourse.instructor.testing import released_notebook
     import tempfile
     names = {}
     for aid in TIERS:

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from lmcourse.course import load_source
-from lmcourse.grading import batch, runner, sandbox
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.grading import runner, sandbox
+from lmcourse.instructor import batch
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from lmcourse import __version__
-from lmcourse.grading.gradescope import FAILURE_BANNER, SYMLINK_MESSAGE, build
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.gradescope import FAILURE_BANNER, SYMLINK_MESSAGE, build
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
@@ -246,10 +246,10 @@ def test_bundle_contents(tmp_path):
         assert bash_n.returncode == 0, (script, bash_n.stderr)
     setup, install, run = ((src / n).read_text() for n in ("setup.sh", "install_python.sh", "run_autograder"))
     assert "apt-get install" in setup and "apt-get" not in install  # the Python part runs without apt
-    assert "install_python.sh" in setup and "chmod -R go-rwx" in setup and "-m lmcourse.grading.preflight" in setup
+    assert "install_python.sh" in setup and "chmod -R go-rwx" in setup and "-m lmcourse.instructor.preflight" in setup
     assert "-m lmcourse.cli data" in install  # corpora fetched into the image, not per submission
     assert "LMCOURSE_AUTOGRADER_DIR" in install and '-r "$AG/source/requirements.txt" "$BUILD"' in install
-    assert "export PYTHONPATH" not in run and "unset PYTHONPATH" in run and "-m lmcourse.grading.preflight" in run
+    assert "export PYTHONPATH" not in run and "unset PYTHONPATH" in run and "-m lmcourse.instructor.preflight" in run
     reqs = (src / "requirements.txt").read_text().split()
     assert reqs and all("==" in r for r in reqs) and any(r.startswith("torch==") for r in reqs)
     assert not any(r.startswith(("jupyter-book", "playwright")) for r in reqs)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
@@ -66,7 +66,7 @@ def test_batch_writes_csv_results_feedback_and_gradebook(tmp_path):
     assert "is not valid JSON" in (out / "students" / "carol" / "feedback.html").read_text()
 
     # nbgrader's own API reads the grades back (what formgrader and `nbgrader export` use)
-    from lmcourse.release import tools_on_path
+    from lmcourse.instructor.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook
 
@@ -175,7 +175,7 @@ def test_a_crashing_grader_costs_only_its_submission(tmp_path):
 
 def test_a_runner_answers_its_result_on_the_pipe_and_writes_nothing(tmp_path):
     """In a batch the runner only grades: the result comes back on its pipe, the batch writes every file."""
-    from lmcourse.grading import batch
+    from lmcourse.instructor import batch
     from lmcourse.grading.result import Result
 
     folder = tmp_path / "subs"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lmcourse.grading import sandbox
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
@@ -114,7 +114,7 @@ def test_cheaters_score_nothing_and_the_honest_score_is_exact(tmp_path):
         assert json.loads((out / "students" / student / "results.json").read_text())["score"] == 0
     assert fingerprint(FIXTURE) == before, "a cheater changed the course files"
 
-    from lmcourse.release import tools_on_path
+    from lmcourse.instructor.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook
 

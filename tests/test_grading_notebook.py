@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import lmcourse.release  # noqa: F401  (first: it makes importing nbformat fast)
+import lmcourse.instructor.release  # noqa: F401  (first: it makes importing nbformat fast)
 from lmcourse.course import Course, load_release, load_source
 from lmcourse.grading import notebook as nbmod
 import nbformat  # noqa: E402

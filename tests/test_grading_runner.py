@@ -7,7 +7,7 @@ import pytest
 
 from lmcourse.course import Course
 from lmcourse.grading import grade_notebook
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"

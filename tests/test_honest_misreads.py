@@ -28,7 +28,7 @@ from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.report import check_text, feedback_html
 from lmcourse.grading.sandbox import Limits, Worker, messages
 from lmcourse.grading.sandbox.inside import cells as inside_cells
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "course"

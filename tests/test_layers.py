@@ -1,4 +1,6 @@
-"""The grader reads top-down: `lmcourse grade` -> batch -> runner -> plugin -> sandbox -> inside.
+"""The grader reads top-down: `lmcourse grade` -> batch -> runner -> plugin -> sandbox -> inside; and the
+package's folders say who gets what: `lmcourse.instructor` (instructors only) sits above everything a student
+installs, which never imports it.
 
 Imports are read from the source (every ``import``, also inside functions), so
 a lazy import that hides a circle from Python's import system does not hide
@@ -17,13 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lmcourse"
 
 # The path of a submission, top to bottom: none of these imports one above it.
-CHAIN = ["lmcourse.cli", "lmcourse.grading.cli", "lmcourse.grading.batch", "lmcourse.grading.runner",
+CHAIN = ["lmcourse.cli", "lmcourse.instructor.cli", "lmcourse.instructor.batch", "lmcourse.grading.runner",
          "lmcourse.grading.plugin", "lmcourse.grading.sandbox", "lmcourse.grading.sandbox.inside"]
 INSIDE = "lmcourse.grading.sandbox.inside"
 # Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
 LAYOUT = ["lmcourse.grading." + m for m in (
-    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "preflight", "runner", "report", "result", "bounded", "notebook",
-    "plugin", "rules", "seq2seq", "compare", "training", "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
+    "cli", "runner", "report", "result", "bounded", "notebook", "plugin", "replay", "rules", "seq2seq", "compare", "training",
+    "layers", "checks", "sandbox", "sandbox.inside", "kinds")]
+# `lmcourse.instructor`'s modules, as its docstring lists them (publishing, then grading a cohort top-down).
+INSTRUCTOR = ["lmcourse.instructor." + m for m in (
+    "book", "slides", "lecture", "notes", "release", "leaks", "publish",
+    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "preflight", "testing")]
 
 
 def module_name(path: Path) -> str:
@@ -88,7 +94,7 @@ def test_the_graders_layout_is_top_down_and_documented():
               if line.startswith("    ") and line.split() and not line.strip().startswith("(")]
     assert ["lmcourse.grading." + m for m in listed] == LAYOUT
     unlisted = {m for m in GRAPH if under(m, "lmcourse.grading") and m != "lmcourse.grading" and owner(m) is None}
-    assert unlisted == {"lmcourse.grading.testing"}, "a grader module missing from the layout"
+    assert not unlisted, f"grader modules missing from the layout: {unlisted}"
     for m, targets in GRAPH.items():
         for target in targets:
             a, b = owner(m), owner(target)
@@ -148,3 +154,34 @@ def test_a_known_circle_is_found(monkeypatch):
         test_no_module_of_the_chain_imports_one_above_it(INSIDE)
     with pytest.raises(AssertionError, match="above it in the layout"):
         test_the_graders_layout_is_top_down_and_documented()
+
+
+def _listed(doc: str) -> list[str]:
+    return [line.split()[0] for line in doc.splitlines() if line.startswith("    ") and line.split()]
+
+
+def test_the_instructor_package_lists_its_modules():
+    import lmcourse.instructor
+
+    assert ["lmcourse.instructor." + m for m in _listed(lmcourse.instructor.__doc__)] == INSTRUCTOR
+    found = {m for m in GRAPH if under(m, "lmcourse.instructor") and m != "lmcourse.instructor"}
+    assert found == set(INSTRUCTOR), f"modules of lmcourse.instructor its docstring does not list: {found - set(INSTRUCTOR)}"
+
+
+def what_imports_the_instructor_package() -> dict[str, set[str]]:
+    """Modules outside `lmcourse.instructor` that import it (the `lmcourse` command's instructor subcommands
+    aside: they are registered only where the package is installed)."""
+    return {m: {t for t in targets if under(t, "lmcourse.instructor")} for m, targets in GRAPH.items()
+            if not under(m, "lmcourse.instructor") and m != "lmcourse.cli"
+            and any(under(t, "lmcourse.instructor") for t in targets)}
+
+
+def test_what_students_install_never_imports_the_instructor_package():
+    """The student edition ships `lmcourse` without `lmcourse.instructor`: nothing it holds may need it."""
+    assert what_imports_the_instructor_package() == {}
+
+
+def test_an_import_of_the_instructor_package_is_found(monkeypatch):
+    monkeypatch.setitem(GRAPH, "lmcourse.grading.report",
+                        GRAPH["lmcourse.grading.report"] | {"lmcourse.instructor.batch"})
+    assert what_imports_the_instructor_package() == {"lmcourse.grading.report": {"lmcourse.instructor.batch"}}

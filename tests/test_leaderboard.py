@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lmcourse.cli import main
-from lmcourse.grading import leaderboard as lb
+from lmcourse.instructor import leaderboard as lb
 from lmcourse.grading.result import CheckResult, Result, Status
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """No solution and no hidden check appears anywhere in the built book site (the scanner is
-:mod:`lmcourse.leaks`), nor in the package a student installs.
+:mod:`lmcourse.instructor.leaks`), nor in the package a student installs.
 
 The book and the assignments teach the same ideas, so it is easy for a
 chapter to print, in passing, the very line a student is asked to write.
@@ -30,8 +30,8 @@ import pytest
 
 from booksite import HTML, ROOT, built_book
 
-from lmcourse import leaks
-from lmcourse.leaks import Origin, is_common, normalise, secret_lines  # noqa: F401 (used below)
+from lmcourse.instructor import leaks
+from lmcourse.instructor.leaks import Origin, is_common, normalise, secret_lines  # noqa: F401 (used below)
 
 
 def site_text_lines(path: Path) -> list[str]:
@@ -235,15 +235,19 @@ def test_the_released_notebooks_hold_no_secret(course_secrets):
 def test_the_package_a_student_installs_holds_no_secret(course_secrets, tmp_path):
     """The `lmcourse` wheel (what `pip install` puts on a student's machine) and its bytecode: no answer,
     no hidden check, no check's name (`digits_apart`, the capstone's answer, once lived in lmcourse).
-    Today's wheel is the whole package, grader and publishing included (the student edition of issue 38
-    will ship less); what it must never hold is the same."""
+    This is the course's whole package, instructors' part included (what the Gradescope bundle and an
+    instructor install); the student edition's smaller one is scanned in tests/test_student_edition.py."""
     import compileall
     import shutil
     import subprocess
     import sys
 
+    source = tmp_path / "source"  # a copy: setuptools leaves build/ and *.egg-info beside what it builds
+    shutil.copytree(ROOT / "lmcourse", source / "lmcourse", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                           "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=600)
+                           "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("lmcourse-*.whl"))
     package = tmp_path / "lmcourse"

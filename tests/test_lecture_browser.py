@@ -23,7 +23,8 @@ import urllib.parse
 import pytest
 
 from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
-from lmcourse import quiz, slides
+from lmcourse import quiz
+from lmcourse.instructor import slides
 
 pytestmark = pytest.mark.slow
 

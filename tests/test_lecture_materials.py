@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lmcourse import instructors, lecture, quiz, slides
+from lmcourse import quiz
+from lmcourse.instructor import lecture, notes as instructors, slides
 
 ROOT = Path(__file__).resolve().parent.parent
 SYLLABUS = ROOT.parent / "shared" / "guides" / "syllabus.md"

@@ -32,11 +32,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lmcourse.release  # noqa: F401  (first: it makes importing nbformat fast)
+import lmcourse.instructor.release  # noqa: F401  (first: it makes importing nbformat fast)
 from lmcourse.course import Course, load_release
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading import runner
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 import jupytext  # noqa: E402
 import nbformat  # noqa: E402

@@ -30,7 +30,7 @@ from lmcourse.grading import grade_notebook
 from lmcourse.grading.runner import LIBRARIES, libraries
 from lmcourse.grading.sandbox import Limits, StudentError, Worker
 from lmcourse.grading.sandbox import libraries as sandbox_libraries
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lmcourse.grading.testing import released_notebook, submission_from_solution
+from lmcourse.instructor.testing import released_notebook, submission_from_solution
 from slurmcluster import LocalSlurm, unavailable
 from test_grading_batch import AID, FIXTURE, make_submissions
 
@@ -58,7 +58,7 @@ def comparable(out: Path) -> dict:
 
 
 def test_a_round_is_scripts_a_person_can_read_and_bash_can_run(tmp_path):
-    from lmcourse.grading.slurm import manifest
+    from lmcourse.instructor.slurm import manifest
 
     subs = make_submissions(tmp_path / "subs")
     out = tmp_path / "out with space"
@@ -87,8 +87,8 @@ def test_a_round_is_scripts_a_person_can_read_and_bash_can_run(tmp_path):
 
 
 def test_the_default_time_limit_is_the_grading_budget_and_the_cpu_tier_without_gpus(tmp_path):
-    from lmcourse.grading.batch import runner_timeout
-    from lmcourse.grading.slurm import STARTUP_SECONDS, manifest, slurm_time
+    from lmcourse.instructor.batch import runner_timeout
+    from lmcourse.instructor.slurm import STARTUP_SECONDS, manifest, slurm_time
 
     subs = make_submissions(tmp_path / "subs")
     run = lmcourse("grade", AID, subs, "--out", tmp_path / "out", "--course", FIXTURE, "--slurm")
@@ -142,7 +142,7 @@ def test_a_task_grades_only_after_its_preflight_passed(tmp_path):
     out = tmp_path / "out"
     assert lmcourse("grade", AID, subs, "--out", out, "--course", FIXTURE, "--slurm").returncode == 0
     folder = out / "slurm" / "round-1"
-    task = [sys.executable, "-m", "lmcourse.grading.slurm", "task", str(folder), "0"]
+    task = [sys.executable, "-m", "lmcourse.instructor.slurm", "task", str(folder), "0"]
     done = subprocess.run(task, capture_output=True, text=True)
     assert done.returncode == 3, done.stderr
     result = json.loads((folder / "results" / "alice.json").read_text())
@@ -157,7 +157,7 @@ def test_a_task_grades_only_after_its_preflight_passed(tmp_path):
     assert done.returncode == 3, done.stderr
     result = json.loads((folder / "results" / "alice.json").read_text())
     assert result["status"] == "grader-error" and "cannot see the submissions folder" in result["message"]
-    preflight = subprocess.run([sys.executable, "-m", "lmcourse.grading.slurm", "preflight", str(folder)],
+    preflight = subprocess.run([sys.executable, "-m", "lmcourse.instructor.slurm", "preflight", str(folder)],
                                capture_output=True, text=True)
     assert preflight.returncode == 4 and "cannot see the submissions folder" in preflight.stderr
     assert json.loads((folder / "preflight.json").read_text())["passed"] is False
@@ -173,7 +173,7 @@ def test_a_task_grades_only_after_its_preflight_passed(tmp_path):
 def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch):
     """At most MAX_TASKS tasks a round; the next run submits the rest, not what the first round still queues
     (here a stand-in squeue says the first round's two tasks are pending)."""
-    from lmcourse.grading import slurm
+    from lmcourse.instructor import slurm
 
     subs = make_submissions(tmp_path / "subs")
     out = tmp_path / "out"
@@ -206,9 +206,9 @@ def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch
 
 def test_the_grading_pages_cost_table_covers_every_assignment_and_says_what_was_not_measured():
     from lmcourse.course import Course
-    from lmcourse.grading.batch import runner_timeout
-    from lmcourse.grading.slurm import STARTUP_SECONDS
-    from lmcourse.instructors import cohort_cost_table
+    from lmcourse.instructor.batch import runner_timeout
+    from lmcourse.instructor.slurm import STARTUP_SECONDS
+    from lmcourse.instructor.notes import cohort_cost_table
 
     table = cohort_cost_table(ROOT)
     measured = json.loads((ROOT / "instructors" / "grading-cost.json").read_text())
@@ -267,7 +267,7 @@ def test_a_cohort_graded_on_slurm_is_the_same_as_a_local_batch_and_resumes(clust
     assert ran["node"] == "lmnode" and ran["round"] == 1 and ran["task"].endswith("_0")
     assert json.loads((remote / "students" / "alice" / "results.json").read_text())["isolation"].startswith("full")
 
-    from lmcourse.release import tools_on_path
+    from lmcourse.instructor.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook
 
@@ -358,7 +358,7 @@ def test_tasks_slurm_cancels_are_grader_errors_and_are_submitted_again(cluster, 
     assert "Not graded yet" in page and "not a problem with your notebook" in page and "Score:" not in page
     assert "CANCELLED" not in page and str(array) not in page, "Slurm's internals are the instructor's, not the student's"
 
-    from lmcourse.release import tools_on_path
+    from lmcourse.instructor.release import tools_on_path
     tools_on_path()
     from nbgrader.api import Gradebook, MissingEntry
 

@@ -33,7 +33,7 @@ import test_unit04_attention as u4
 import test_unit05_transformer as u5
 from lmcourse.grading import grade_notebook, training
 from lmcourse.grading.sandbox.inside import probes
-from lmcourse.grading.testing import submission_from_solution
+from lmcourse.instructor.testing import submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ alternates (other algorithms a student may choose) that must get full marks.
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 

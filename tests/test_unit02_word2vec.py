@@ -7,7 +7,7 @@ this file names the checks and holds the known-wrong variants.
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 

@@ -12,7 +12,7 @@ rewrites the training loop runs the training check too.
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 # The checks' names, as the student sees them.

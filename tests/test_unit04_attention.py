@@ -11,7 +11,7 @@ out. The correct alternates (einsum with a -1e9 fill; a loop over heads) must ea
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 # The checks' names, as the student sees them.

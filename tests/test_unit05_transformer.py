@@ -17,7 +17,7 @@ must earn full marks.
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 # The checks' names, as the student sees them.

@@ -17,7 +17,7 @@ special-token scan written by hand) must earn full marks, the trainer within the
 from __future__ import annotations
 
 from lmcourse.grading import training
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 # The checks' names, as the student sees them.
@@ -388,7 +388,7 @@ def test_an_encoder_built_on_tiktoken_earns_nothing(tmp_path):
     from pathlib import Path
 
     from lmcourse.grading import grade_notebook
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     root = Path(__file__).resolve().parent.parent
     cheat = ("def encode(text, merges, special_tokens=()):\n"

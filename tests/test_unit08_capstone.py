@@ -13,7 +13,7 @@ repeating the keys, a loader through load_state_dict, RMSNorm with rsqrt) must e
 
 from __future__ import annotations
 
-from lmcourse.grading.testing import Edit
+from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
 RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
@@ -179,7 +179,7 @@ def test_answers_built_on_the_course_references_earn_nothing(tmp_path):
     from pathlib import Path
 
     from lmcourse.grading import grade_notebook
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     root = Path(__file__).resolve().parent.parent
     cheats = {

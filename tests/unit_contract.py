@@ -32,7 +32,7 @@ import pytest
 from lmcourse.course import load_release, load_source
 from lmcourse.grading import grade_notebook
 from lmcourse.grading import notebook as nbmod
-from lmcourse.grading.testing import Edit, released_notebook, submission_from_solution  # noqa: F401 (Edit: the type of variants)
+from lmcourse.instructor.testing import Edit, released_notebook, submission_from_solution  # noqa: F401 (Edit: the type of variants)
 
 ROOT = Path(__file__).resolve().parent.parent
 

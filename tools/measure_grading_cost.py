@@ -7,7 +7,7 @@ submission at a time. Recorded: wall-clock seconds, the largest process's
 peak memory, the score (full marks expected: a run that is not full marks
 is refused), the machine, and the tier (cpu here; gpu where CUDA is present).
 
-The instructor notes (lmcourse.instructors) show these numbers under "Time
+The instructor notes (lmcourse.instructor.notes) show these numbers under "Time
 and cost"; a tier never measured is shown as such, not guessed.
 
     python tools/measure_grading_cost.py [ASSIGNMENT ...] [--tier cpu|gpu]
@@ -45,7 +45,7 @@ def machine() -> str:
 
 
 def measure(assignment: str, tier: str) -> dict:
-    from lmcourse.grading.testing import submission_from_solution
+    from lmcourse.instructor.testing import submission_from_solution
 
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"

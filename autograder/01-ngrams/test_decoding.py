@@ -82,20 +82,39 @@ def _first_tokens(student, model, prompt, temperature):
     return [words[0] if words else "<EOS>" for words in _draws(student, model, 1, temperature, prompt)]
 
 
+def _supports(reference, model) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The tokens the model can put after each history it knows, and after one it does not: the solution's
+    next_token_probs > 0 (default settings), asked once per history of the model's own table, whatever the
+    student sampled (so the student edition's record of the solution's answers holds every one)."""
+    n = model["n"]
+    supports = {}
+    for context in model["contexts"][n - 1]:
+        history = [t for t in context.split(" ") if t and t != "<BOS>"]  # the padding is not history
+        supports[context] = reference.next_token_probs(model, history) > 0
+    unseen = reference.next_token_probs(model, ["<EOS>"] * (n - 1)) > 0  # nothing follows <EOS>: never a history
+    return supports, unseen
+
+
 def _expect_possible(reference, model, words, what, prompt=None, max_len=None):
     """Fail unless every sampled word has probability > 0 after the words before it (and so has the stop).
 
     The correctness condition that properties such as "the same seed gives the same text" are gated
     on: a sampler that ignores the model satisfies those too.
     """
-    index = {t: i for i, t in enumerate(model["vocab"])}
+    supports, unseen = _supports(reference, model)
+    n, index = model["n"], {t: i for i, t in enumerate(model["vocab"])}
+
+    def possible(history):  # the order-n history as next_token_probs reads it: <BOS>-padded, <UNK> for unknowns
+        padded = ["<BOS>"] * (n - 1) + [w if w in index else "<UNK>" for w in history]
+        return supports.get(" ".join(padded[len(padded) - (n - 1):]), unseen)
+
     history = list(prompt or [])
     for t, word in enumerate(words):
-        if reference.next_token_probs(model, history)[index.get(word, 2)] == 0:
+        if not possible(history)[index.get(word, 2)]:
             raise AssertionError(f"{what}: word {t + 1} of the sample has probability 0 after the words before it: "
                                  "the sample does not come from the model")
         history.append(word)
-    if max_len is not None and len(words) < max_len and reference.next_token_probs(model, history)[1] == 0:
+    if max_len is not None and len(words) < max_len and not possible(history)[1]:
         raise AssertionError(f"{what}: the sample stops after {len(words)} words, where the model gives <EOS> "
                              "probability 0")
 

@@ -200,6 +200,18 @@ def _heldout_nats(reference, model, sentences, lambdas):
                                     for s in sentences])["nats_per_token"]
 
 
+def _mixed_nats(reference, model, sentences, lambdas) -> float:
+    """_heldout_nats for any weights, from the solution's answers for one order at a time (weight 1 on order
+    j: its own estimate): the interpolated probability of each token is sum_j lambdas[j-1] * P_j, so the
+    solution is asked the same questions whatever weights the student chose (the student edition records them)."""
+    n = model["n"]
+    orders = [np.concatenate([np.asarray(reference.sentence_probs(model, s, lambdas=[float(i == j) for i in range(n)]),
+                                         dtype=np.float64) for s in sentences]) for j in range(n)]  # n x (tokens,)
+    mixed = sum(float(w) * p for w, p in zip(lambdas, orders))
+    with np.errstate(divide="ignore"):
+        return float(-np.mean(np.log(mixed)))
+
+
 def _tuning_case(reference, rng, markov, n):
     """A model of 70 sentences of a sparse Markov chain, and 30 held-out sentences of the same chain."""
     sentences = markov(rng, 100)
@@ -220,7 +232,7 @@ def _tuned_and_best(student, reference, rng, markov, n):
     if np.any(lam < 0) or abs(lam.sum() - 1) > 1e-6:
         raise AssertionError(f"tune_lambdas of a {n}-gram model: weights must be >= 0 and sum to 1 "
                              f"(within 1e-6); found {np.array2string(lam, precision=4)}")
-    found = _heldout_nats(reference, model, heldout, [float(x) for x in lam])
+    found = _mixed_nats(reference, model, heldout, [float(x) for x in lam])
     return found, _heldout_nats(reference, model, heldout, reference.tune_lambdas(model, heldout))
 
 @check(points=1, cell="test_tune_lambdas",

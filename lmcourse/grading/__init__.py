@@ -5,27 +5,24 @@ Entry points:
 - :func:`grade_notebook` grades one notebook and returns its
   :class:`~lmcourse.grading.result.Result` (written as Gradescope's
   ``results.json`` schema plus ``status``, ``message``, ``cells``);
-- :mod:`lmcourse.grading.batch` grades a folder of submissions (``lmcourse grade``),
-  recording them in nbgrader's gradebook with :mod:`lmcourse.grading.gradebook`;
-- :mod:`lmcourse.grading.checks` is what hidden checks are written with;
-- :mod:`lmcourse.grading.testing` builds honest and known-wrong submissions for tests.
+- ``lmcourse check`` (:mod:`lmcourse.grading.cli`) runs the visible checks for a student;
+- :mod:`lmcourse.grading.checks` is what hidden checks are written with.
+
+This package ships to students (``lmcourse check`` runs it on their machine);
+grading a cohort (batch, gradebook, Slurm, Gradescope, the leaderboard, the
+preflight) sits above it in :mod:`lmcourse.instructor`.
 
 The path of a submission, top-down; no module imports one above it
 (``tests/test_layers.py``)::
 
-    cli         lmcourse grade | check | gradescope | leaderboard
-    slurm       a folder on a Slurm cluster: one array task per submission, collected with batch's writers
-    batch       a folder: runner processes in a thread pool; the only writer of results
-    gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
-    gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner
-    leaderboard a graded cohort's verified training results, ranked (reads the batch's results.json)
-    preflight   solution full marks, release zero, on this machine, before any student
+    cli         lmcourse check
     runner      one notebook: structure -> extraction -> worker -> checks -> `Result`
     report      what students see, read off a `Result` (lmcourse check, feedback.html)
     result      `Result`, `CheckResult`, `Status`: the one type every path returns and writes
     bounded     reading a submission in a child process with a memory and time budget
     notebook    reading notebooks defensively, their structure, code extraction
     plugin      the pytest plugin that turns hidden checks into scores
+    replay      the solution's answers recorded, for the student edition's visible checks
     rules       how the code is written (no built-in RNN, no built-in attention), verified outside the worker
     seq2seq     greedy decoding and the training loop step by step, for the encoder-decoder units
     compare     a student's module against a trusted one, same weights
@@ -36,11 +33,8 @@ The path of a submission, top-down; no module imports one above it
     sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, cells, main
     kinds       the student's kinds of failure and their status words
 
-(`testing`, which builds submissions for the project's own tests, sits beside it.)
-
-Around it: `lmcourse.course` (where an assignment's files live), `lmcourse.release`
-(the student release generated from the source), `lmcourse.files` (the one atomic
-writer) and `lmcourse.errors`.
+Around it: `lmcourse.course` (where an assignment's files live), `lmcourse.files`
+(the one atomic writer) and `lmcourse.errors`.
 """
 
 from __future__ import annotations

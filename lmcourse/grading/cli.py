@@ -1,81 +1,27 @@
-"""``lmcourse grade | check | gradescope``: the command-line faces of the grader.
+"""``lmcourse check``: the grader's face for students.
 
-The top of the grader's layers: ``lmcourse grade`` → `batch` → `runner` →
-`plugin` → `sandbox`, each importing only the ones below it (``lmcourse check``
-calls the runner directly, ``lmcourse gradescope`` the bundle builder). It is
-imported by ``lmcourse.cli`` and imports nothing from it: the errors both
-share live in `lmcourse.errors`.
+It calls the runner directly (`runner` → `plugin` → `sandbox`), with the visible
+checks only, and reads the result with `report`. The instructors' commands
+(``lmcourse grade | leaderboard | gradescope``) live in `lmcourse.instructor.cli`,
+which is not part of the student edition. Imported by ``lmcourse.cli`` and
+imports nothing from it: the errors both share live in `lmcourse.errors`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
 
 
-def _known(root: Path, assignment_id: str) -> None:
-    from lmcourse.errors import CommandError
+def known(root: Path, assignment_id: str) -> None:
+    """Raise a `CommandError` naming the course's assignments when ``assignment_id`` is not one of them."""
     from lmcourse.course import Course, UnknownAssignment
+    from lmcourse.errors import CommandError
 
     try:
         Course(root).assignment(assignment_id)
     except UnknownAssignment as err:
         raise CommandError(str(err)) from None
-
-
-def grade(root: Path, args: argparse.Namespace) -> int:
-    """Grade a folder of submissions (see :mod:`lmcourse.grading.batch`)."""
-    from lmcourse.errors import CommandError, GraderError
-    from lmcourse.grading import batch
-    from lmcourse.grading.runner import resolve_tier
-
-    _known(root, args.assignment)
-    if not args.submissions.is_dir():
-        raise CommandError(f"{args.submissions} is not a folder (expected <student>.ipynb or <student>/{args.assignment}/"
-                           f"{args.assignment}.ipynb inside)")
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        if not os.access(args.out, os.W_OK | os.X_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as err:
-        raise CommandError(f"--out {args.out}: cannot create or write to it ({err.strerror}); choose a folder "
-                           "you can write to") from None
-    if getattr(args, "slurm", False) or getattr(args, "collect", False):
-        return _grade_on_slurm(root, args)
-    if getattr(args, "submit", False):
-        raise CommandError("--submit goes with --slurm (it submits the round that --slurm writes)")
-    try:
-        summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
-                            tier=resolve_tier(args.tier), gradebook=args.gradebook,
-                            progress=not getattr(args, "no_progress", False),
-                            preflight=not getattr(args, "no_preflight", False))
-    except (FileNotFoundError, GraderError) as err:
-        raise CommandError(str(err)) from None
-    return 1 if summary["grader_errors"] else 0
-
-
-def _grade_on_slurm(root: Path, args: argparse.Namespace) -> int:
-    """``--slurm`` writes (and submits) a round of jobs; ``--collect`` gathers their results (`lmcourse.grading.slurm`)."""
-    from lmcourse.errors import CommandError, GraderError
-    from lmcourse.grading import slurm
-
-    if getattr(args, "no_preflight", False):
-        raise CommandError("--no-preflight does not go with --slurm or --collect: a round's array job runs only after "
-                           "its preflight job has passed on a node like theirs")
-    try:
-        if args.collect:
-            summary = slurm.collect(root, args.assignment, args.submissions, args.out, gradebook=args.gradebook)
-            return 1 if summary["grader_errors"] or summary["queued"] or summary["unsubmitted"] else 0
-        options = slurm.Options(partition=args.partition, gpus_per_task=args.gpus_per_task, time=args.time,
-                                cpus_per_task=args.cpus_per_task, mem=args.mem, max_running=args.max_running,
-                                sbatch_args=list(args.sbatch_arg))
-        slurm.prepare(root, args.assignment, args.submissions, args.out, tier=args.tier, options=options,
-                      force=args.force, submit=args.submit)
-    except (FileNotFoundError, GraderError) as err:
-        raise CommandError(str(err)) from None
-    return 0
 
 
 def check(root: Path, args: argparse.Namespace) -> int:
@@ -88,7 +34,7 @@ def check(root: Path, args: argparse.Namespace) -> int:
     from lmcourse.grading.report import check_text, readiness
     from lmcourse.grading.runner import grade as grade_one
 
-    _known(root, args.assignment)
+    known(root, args.assignment)
     if not args.notebook.exists():
         raise CommandError(f"{args.notebook} does not exist")
     try:
@@ -98,36 +44,3 @@ def check(root: Path, args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from None
     print(check_text(result, args.notebook, verbose=getattr(args, "verbose", False)))
     return 0 if readiness(result)["ready"] else 1
-
-
-def leaderboard(root: Path, args: argparse.Namespace) -> int:
-    """Rank a graded cohort's grader-verified training results (see :mod:`lmcourse.grading.leaderboard`)."""
-    from lmcourse.errors import CommandError
-    from lmcourse.grading import leaderboard as lb
-
-    _known(root, args.assignment)
-    if not (args.grades / "students").is_dir():
-        raise CommandError(f"{args.grades} holds no students/ folder: give the --out folder of `lmcourse grade "
-                           f"{args.assignment} ...`")
-    if args.names is not None and not args.names.is_file():
-        raise CommandError(f"--names {args.names}: no such file (expected a CSV of student,shown rows)")
-    path, counts = lb.build(args.grades, args.assignment, show=args.show, names=args.names, out=args.out)
-    skipped = ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in counts.items()
-                        if what not in ("results", "ranked") and n)
-    print(f"{args.assignment}: {counts['ranked']} of {counts['results']} results ranked"
-          + (f" ({skipped})" if skipped else "") + f"; written to {path}")
-    return 0
-
-
-def gradescope(root: Path, args: argparse.Namespace) -> int:
-    """Build the Gradescope autograder zip (see :mod:`lmcourse.grading.gradescope`)."""
-    from lmcourse.grading import gradescope as gs
-
-    _known(root, args.assignment)
-    path = gs.build(root, args.assignment, args.out)
-    print(f"{args.assignment}: Gradescope autograder written to {path}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use the `lmcourse` command")

@@ -25,6 +25,7 @@ import pytest
 from lmcourse.data import DataError
 from lmcourse.grading.checks import info_of
 from lmcourse.grading.rules import RULES, applying, describe
+from lmcourse.grading.replay import NotRecorded
 
 MAX_MESSAGE = 1500
 
@@ -278,8 +279,10 @@ class GradingPlugin:
 # code raises reaches the checks as StudentError; what a check raises about a returned value of the wrong type or
 # shape, TypeError, AttributeError, ValueError, IndexError, KeyError, RuntimeError, is explained to the student as
 # such, and so, for now, is one of those raised by a check's own trusted computation.) DataError: a corpus or the
-# weights a check needs could not be had or failed its checksum.
-GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError, DataError)
+# weights a check needs could not be had or failed its checksum. NotRecorded: the student edition's record of the
+# solution's answers lacks one a check asked for (lmcourse.grading.replay).
+GRADER_FAULTS = (NameError, ImportError, SyntaxError, OSError, MemoryError, RecursionError, SystemError, DataError,
+                 NotRecorded)
 
 
 def _clip(text: str) -> str:

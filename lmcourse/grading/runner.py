@@ -66,8 +66,10 @@ def resolve_tier(tier: str | None) -> str:
 
 
 def checks_dir(root: Path, assignment_id: str) -> Path:
+    """The assignment's checks; `GraderError` when there are none (a student edition may have none to show:
+    then only the notebook's test cells run)."""
     assignment = Assignment(Course(root), assignment_id)
-    if not assignment.check_files():
+    if not assignment.check_files() and not assignment.course.is_edition:
         raise GraderError(f"no checks in {assignment.checks_dir} (expected autograder/{assignment_id}/test_*.py)")
     return assignment.checks_dir
 
@@ -125,7 +127,7 @@ def secret_dirs(root: Path) -> list[Path]:
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
           limits: dict | None = None, exclude: Collection[str] = (), test_cells: bool = False,
-          own_machine: bool = False) -> Result:
+          own_machine: bool = False, reference: object | None = None) -> Result:
     """Grade ``notebook`` against ``autograder/<assignment_id>/``; return its `Result`.
 
     visible_only: run the visible checks only (``lmcourse check``). exclude: names of
@@ -137,6 +139,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     own_machine: a student checking their own code (``lmcourse check``): where full
     isolation is impossible (root without bubblewrap, say), run it without, as Jupyter
     does, and say so, instead of refusing.
+    reference: what the checks compare with, in place of the course's solution (``lmcourse publish
+    student`` passes a `replay.Recording` of it).
 
     Never raises for anything the submission does; raises :class:`GraderError`
     when the course itself is broken (no checks, a reference that fails).
@@ -147,7 +151,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     root = Path(root)
     tier = resolve_tier(tier)
     release = load_release(root, assignment_id)
-    reference = reference_module(root, assignment_id)
+    reference = reference_module(root, assignment_id) if reference is None else reference
     folder = checks_dir(root, assignment_id)
 
     problems: list[nbmod.Problem] = []
@@ -209,7 +213,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                                exclude=frozenset(exclude),
                                findings=extraction.findings if extraction is not None else {},
                                unloaded=unloaded, unloaded_names=unloaded_names)
-        run_checks(folder, plugin)
+        if Assignment(Course(root), assignment_id).check_files():
+            run_checks(folder, plugin)
         cell_results = _run_test_cells(worker, release, extraction, block_all, StudentError, unloaded) \
             if test_cells else None
         if worker is not None:
@@ -225,7 +230,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 pass
     if plugin.config_errors:
         raise GraderError("; ".join(plugin.config_errors))
-    if not plugin.order and not plugin.not_run:
+    if not plugin.order and not plugin.not_run and not Course(root).is_edition:
         raise GraderError(f"no checks were collected from {folder}")
 
     if extraction is not None and _mostly_missing(problems, release):
@@ -241,6 +246,9 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     result.readiness = extraction.readiness if extraction is not None else {"missing": [], "unimplemented": []}
     result.parts = nbmod.part_titles(release)
     result.hidden_points = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
+    if Course(root).is_edition:  # the hidden checks are not there to count: the release's points less those run
+        result.hidden_points = round(sum(nbmod.graded_cells(release).values())
+                                     - sum(t.max_score for t in result.tests), 6)
     result.test_cells = cell_results
     todo = readiness(result)["todo"]
     if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`

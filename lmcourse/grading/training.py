@@ -98,7 +98,7 @@ CAUSAL_TOL = 1e-2   # nats: the largest change of a log-probability at a positio
 MATCH_TOL = 5e-2    # nats: student's vs trusted log-probabilities, for 32- and 64-bit logits
 MATCH_TOL_HALF = 0.5  # ... for 16-bit logits (float16 / bfloat16 models)
 # The version of this contract a recorded loss was measured under (a check records it beside the loss with
-# ``measure("protocol", PROTOCOL)``; `lmcourse.grading.leaderboard` ranks only losses measured under it).
+# ``measure("protocol", PROTOCOL)``; `lmcourse.instructor.leaderboard` ranks only losses measured under it).
 # 2: the weights leave the worker before any evaluation input enters it (`train_then_evaluate`). Under 1 a
 # model could fit itself to the evaluation batch before its weights were read.
 PROTOCOL = 2

@@ -76,6 +76,10 @@ def run_local(name: str, module, *args, **kwargs):
     """Run probe `name` on a trusted module in this process (reference values)."""
     if name not in PROBES:
         raise ProbeUsageError(f"unknown probe {name!r}")
+    # A recorded or replayed reference (lmcourse.grading.replay, the student edition) answers for itself.
+    through = getattr(type(module), "_lmcourse_run_local", None)
+    if through is not None:
+        return through(module, name, args, kwargs, lambda target: PROBES[name](target, *args, **kwargs))
     return PROBES[name](module, *args, **kwargs)
 
 

@@ -1,9 +1,9 @@
 """`lmcourse slides`: build the lecture decks, or check a unit's lecture materials against its chapter.
 
 The three sources of a unit's lecture materials (docs/lecture-materials.md) are
-checked together: the deck (lmcourse.slides), the self-check questions and the
+checked together: the deck (lmcourse.instructor.slides), the self-check questions and the
 chapter cells that show them (lmcourse.quiz), and the instructor notes
-(lmcourse.instructors).
+(lmcourse.instructor.notes).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-from lmcourse.instructors import check_notes
-from lmcourse.slides import (SLIDES_SRC, UNITS_SRC, SlidesError, build, check_deck, decks, load_chapter, parse_deck,
+from lmcourse.instructor.notes import check_notes
+from lmcourse.instructor.slides import (SLIDES_SRC, UNITS_SRC, SlidesError, build, check_deck, decks, load_chapter, parse_deck,
                              starred_items)
 
 

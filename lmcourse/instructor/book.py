@@ -9,7 +9,7 @@ Two jobs live here:
    fails it too (`execute.raise_on_error`). Chapters are executed through
    jupyter-cache, so a rebuild re-runs only the chapters whose code changed.
 
-2. A tiny Sphinx extension (book/_config.yml lists `lmcourse.book` in
+2. A tiny Sphinx extension (book/_config.yml lists `lmcourse.instructor.book` in
    `extra_extensions`): Sphinx's MathJax comes from a CDN by default, which a
    reader offline (or a classroom behind a firewall) never gets. We point
    `mathjax_path` at a relative path and copy MathJax 3's `es5/` folder from
@@ -88,7 +88,7 @@ def _kernel_profile(root: Path) -> Path:
     """An IPython folder whose kernels draw every figure as PNG *and* SVG.
 
     The page shows the PNG (book/_config.yml ranks it first); the SVG is kept
-    in the executed notebook so that `lmcourse.slides` can export each figure
+    in the executed notebook so that `lmcourse.instructor.slides` can export each figure
     in both formats under a stable name, for slides and print.
     """
     ipython = root / "book" / "_build" / ".ipython"
@@ -109,7 +109,7 @@ def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
     that plain mode lets pass; the tests use it.
     """
     if assignments and any((root / "solutions").glob("*/*.ipynb")):
-        from lmcourse import release
+        from lmcourse.instructor import release
 
         rc = release.main(root, [], check_only=False)
         if rc:
@@ -147,7 +147,7 @@ def build(root: Path, *, assignments: bool = True, check: bool = False) -> int:
 
 def _lecture_materials(root: Path) -> int:
     """After the chapters ran: figures as SVG/PNG, the slide decks (HTML, PDF), the instructor notes."""
-    from lmcourse import instructors, slides
+    from lmcourse.instructor import notes as instructors, slides
 
     # myst-nb writes a chapter's executed copies (jupyter_execute/, and the site's download) without outputs
     # when it takes them from its cache: put them back first.
@@ -256,7 +256,7 @@ GRADING_COST = "<!-- lmcourse: grading-cost -->"  # book/course/grading.md: wher
 def _grading_costs(app, docname, source) -> None:
     """The grading page's table of measured costs, from instructors/grading-cost.json (rebuilt when it changes)."""
     if GRADING_COST in source[0]:
-        from lmcourse.instructors import cohort_cost_table
+        from lmcourse.instructor.notes import cohort_cost_table
 
         root = Path(app.srcdir).parent
         app.env.note_dependency(str(root / "instructors" / "grading-cost.json"))

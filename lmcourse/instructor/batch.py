@@ -21,7 +21,7 @@ hangs is killed after `runner_timeout`, ``--jobs N`` grades N at once (a
 and a killed batch loses only the submissions in flight. A runner answers with
 the `Result` on its pipe and writes nothing; this process is the only writer
 of the files above (through `lmcourse.files.atomic_write`) and of the
-gradebook (`lmcourse.grading.gradebook`, recorded as each grade comes in). A
+gradebook (`lmcourse.instructor.gradebook`, recorded as each grade comes in). A
 ``grader-error`` is never a grade: it gets no score in grades.csv, is not
 recorded in the gradebook, and is graded again on the next run.
 
@@ -51,7 +51,7 @@ from pathlib import Path
 
 from lmcourse.course import load_release
 from lmcourse.files import TMP_SUFFIX, atomic_write
-from lmcourse.grading.gradebook import Gradebook
+from lmcourse.instructor.gradebook import Gradebook
 from lmcourse.grading.report import feedback_html
 from lmcourse.grading.result import Result, Status
 from lmcourse.grading.runner import _limits, grader_fingerprint
@@ -370,7 +370,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     """Grade every submission in ``submissions`` into ``out``; return a summary dict.
 
     preflight: first grade the solution and the release on this machine (cached; see
-    `lmcourse.grading.preflight`); when either is off, raise `GraderError` before any
+    `lmcourse.instructor.preflight`); when either is off, raise `GraderError` before any
     student's work is touched.
     """
     from tqdm import tqdm
@@ -378,7 +378,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     root, out = Path(root).resolve(), Path(out).resolve()
     load_release(root, assignment_id)  # fail early, with the fix, when the release is missing
     if preflight:
-        from lmcourse.grading.preflight import preflight_in_subprocess
+        from lmcourse.instructor.preflight import preflight_in_subprocess
 
         log(preflight_in_subprocess(root, assignment_id, tier))
     subs, skipped = find_submissions(submissions, assignment_id)

@@ -11,7 +11,7 @@ what broke, instead of a cohort of wrong grades.
 The verdict is cached per course content, grader code, machine and tier
 (``$LMCOURSE_CACHE/preflight/``), so only the first batch on a machine pays for
 it (about one submission's grading time, twice). It runs in a process of its
-own (``python -m lmcourse.grading.preflight ROOT ID``), which a
+own (``python -m lmcourse.instructor.preflight ROOT ID``), which a
 batch and Gradescope's ``setup.sh`` and ``run_autograder`` start; it sits above
 the runner, whose `grade` it calls.
 """
@@ -44,8 +44,8 @@ def cache_key(root: Path, assignment_id: str, tier: str) -> str:
     from lmcourse.grading.sandbox import isolation_available
 
     h = hashlib.sha256(grader_fingerprint(root, assignment_id, tier).encode())
-    here = Path(__file__).resolve().parent
-    for path in [*sorted(here.glob("*.py")), here.parent / "course.py"]:  # the grader and the course layout
+    package = Path(__file__).resolve().parents[1]  # lmcourse/
+    for path in [*sorted((package / "grading").glob("*.py")), package / "course.py"]:  # the grader, the course layout
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     # Not the host name: Gradescope builds the image on one host and grades on others; the
     # interpreter, its packages (via the code hash above), the isolation and the tier decide.
@@ -71,7 +71,7 @@ def preflight(root: Path, assignment_id: str, tier: str = "auto", *, use_cache: 
     then holds the reference module; `preflight_in_subprocess` keeps a batch's
     own process small).
     """
-    from lmcourse.grading.testing import released_notebook, submission_from_solution
+    from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
     root, tier = Path(root), resolve_tier(tier)
     cache = _cache_dir() / f"{cache_key(root, assignment_id, tier)}.json"
@@ -103,13 +103,13 @@ def preflight(root: Path, assignment_id: str, tier: str = "auto", *, use_cache: 
 
 
 def preflight_in_subprocess(root: Path, assignment_id: str, tier: str) -> str:
-    """`preflight` in a fresh ``python -m lmcourse.grading.preflight`` process; the cached verdict without one."""
+    """`preflight` in a fresh ``python -m lmcourse.instructor.preflight`` process; the cached verdict without one."""
     root, tier = Path(root), resolve_tier(tier)
     if (_cache_dir() / f"{cache_key(root, assignment_id, tier)}.json").is_file():
         return f"preflight {assignment_id} ({tier} tier): passed earlier on this machine (cached)"
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    cp = subprocess.run([sys.executable, "-m", "lmcourse.grading.preflight", str(root), assignment_id, "--tier", tier],
+    cp = subprocess.run([sys.executable, "-m", "lmcourse.instructor.preflight", str(root), assignment_id, "--tier", tier],
                         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     lines = [line for line in (cp.stdout + "\n" + cp.stderr).splitlines() if line.strip()]
     if cp.returncode == 4 and lines:  # the preflight's own verdict
@@ -123,7 +123,7 @@ def preflight_in_subprocess(root: Path, assignment_id: str, tier: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 with the verdict on stdout when the preflight holds (or held, cached); 4 with the reason on stderr."""
-    p = argparse.ArgumentParser(prog="python -m lmcourse.grading.preflight",
+    p = argparse.ArgumentParser(prog="python -m lmcourse.instructor.preflight",
                                 description="Grade the solution (full marks expected) and the release (0 expected) "
                                             "on this machine.")
     p.add_argument("root", type=Path, help="course root (solutions/, assignments/, autograder/)")
@@ -141,6 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Run with -m, this file is __main__: hand over to the package's module (one copy of GraderError).
-    from lmcourse.grading.preflight import main as _main
+    from lmcourse.instructor.preflight import main as _main
 
     sys.exit(_main())

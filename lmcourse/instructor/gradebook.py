@@ -10,7 +10,7 @@ each test cell's ``auto_score`` is the sum of the points its checks earned
 ungraded in formgrader rather than showing a 0.
 
 This adapter is the only module that talks to nbgrader's database; a batch
-(`lmcourse.grading.batch`) records each result as it comes in.
+(`lmcourse.instructor.batch`) records each result as it comes in.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Gradebook:
     """One assignment's grades in the nbgrader gradebook at ``path`` (made when missing)."""
 
     def __init__(self, path: Path, root: Path, assignment_id: str):
-        from lmcourse.release import tools_on_path
+        from lmcourse.instructor.release import tools_on_path
 
         tools_on_path()  # nbgrader runs `alembic` when it creates a gradebook
         self.url = f"sqlite:///{Path(path).resolve()}"

@@ -147,8 +147,8 @@ def cohort_cost_table(root: Path) -> str:
     import json
 
     from lmcourse.course import Course
-    from lmcourse.grading.batch import runner_timeout
-    from lmcourse.grading.slurm import STARTUP_SECONDS
+    from lmcourse.instructor.batch import runner_timeout
+    from lmcourse.instructor.slurm import STARTUP_SECONDS
 
     path = root / NOTES_SRC / "grading-cost.json"
     measured = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -190,7 +190,7 @@ def cohort_cost_table(root: Path) -> str:
 
 def build(root: Path, units: list[str]) -> Path:
     """Render every unit's notes (and an index) to book/_build/instructors/."""
-    from lmcourse.slides import markdown  # the decks' Markdown: $...$ maths for MathJax, tables
+    from lmcourse.instructor.slides import markdown  # the decks' Markdown: $...$ maths for MathJax, tables
 
     out = root / OUT
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ commands, both on the cluster's login node, with the course checkout, its
 
 The first writes a *round* and (with ``--submit``) hands it to ``sbatch``: a
 preflight job (the solution must earn full marks and the release 0, on a node
-of the same kind, `lmcourse.grading.preflight`), then an array job, one task
+of the same kind, `lmcourse.instructor.preflight`), then an array job, one task
 per submission that needs grading, which Slurm starts only if the preflight
 passed (``--dependency=afterok``, ``--kill-on-invalid-dep``). Each task runs the
 same runner process as ``lmcourse grade`` (`batch.Runner`: the sandboxed
@@ -62,7 +62,7 @@ from pathlib import Path
 from lmcourse.course import load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
-from lmcourse.grading.batch import (Runner, RunnerFailure, _record, find_submissions, runner_timeout, stored_result,
+from lmcourse.instructor.batch import (Runner, RunnerFailure, _record, find_submissions, runner_timeout, stored_result,
                                     submission_key, write_grades_csv, write_student_files)
 from lmcourse.grading.result import Result, Status
 from lmcourse.grading.runner import grader_fingerprint
@@ -210,7 +210,7 @@ def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], ti
         *_sbatch_header(options, f"lmcourse-{assignment_id}-preflight", "logs/preflight-%j.out",
                         2 * budget + STARTUP_SECONDS),
         *_environment(tier),
-        f"exec {python} -m lmcourse.grading.slurm preflight {here}", ""]))
+        f"exec {python} -m lmcourse.instructor.slurm preflight {here}", ""]))
     atomic_write(folder / "array.sbatch", "\n".join([
         "#!/bin/bash",
         f"# lmcourse: round {number} of {assignment_id} ({tier} tier), one task per submission ({n}); tasks.json",
@@ -218,7 +218,7 @@ def write_round(root: Path, assignment_id: str, out: Path, todo: list[tuple], ti
         *_sbatch_header(options, f"lmcourse-{assignment_id}", "logs/task-%A_%a.out", budget + STARTUP_SECONDS),
         f"#SBATCH --array={array}",
         *_environment(tier),
-        f"exec {python} -m lmcourse.grading.slurm task {here} \"$SLURM_ARRAY_TASK_ID\"", ""]))
+        f"exec {python} -m lmcourse.instructor.slurm task {here} \"$SLURM_ARRAY_TASK_ID\"", ""]))
     atomic_write(folder / "submit.sh", "\n".join([
         "#!/bin/bash",
         f"# Submit round {number} of {assignment_id}: the preflight job, then the array job, which Slurm starts",
@@ -475,7 +475,7 @@ def _unseen(data: dict) -> str | None:
 
 def run_preflight(round_dir: Path) -> int:
     """The preflight job: grade the solution and the release here; write preflight.json; exit 0 only if it held."""
-    from lmcourse.grading.preflight import preflight_in_subprocess
+    from lmcourse.instructor.preflight import preflight_in_subprocess
 
     round_dir = Path(round_dir)
     data = manifest(round_dir)
@@ -555,7 +555,7 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
     its message; the next ``--slurm`` round submits it again). Left out, and
     named: submissions still queued, and new or changed ones no round holds.
     """
-    from lmcourse.grading.gradebook import Gradebook
+    from lmcourse.instructor.gradebook import Gradebook
 
     root, out = Path(root).resolve(), Path(out).resolve()
     load_release(root, assignment_id)
@@ -628,7 +628,7 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lmcourse.grading.slurm",
+    p = argparse.ArgumentParser(prog="python -m lmcourse.instructor.slurm",
                                 description="What a Slurm job of `lmcourse grade --slurm` runs on its node.")
     sub = p.add_subparsers(dest="what", required=True)
     sub.add_parser("preflight", help="grade the solution and the release on this node").add_argument("round", type=Path)
@@ -644,6 +644,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Run with -m, this file is __main__: hand over to the package's module (one copy of GraderError).
-    from lmcourse.grading.slurm import main as _main
+    from lmcourse.instructor.slurm import main as _main
 
     sys.exit(_main())

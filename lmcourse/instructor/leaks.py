@@ -249,13 +249,30 @@ def hidden_check_names(autograder: Path, public_text: str = "") -> dict[str, Ori
     return {k: v for k, v in out.items() if k not in shown and k not in public_text}
 
 
-def collect(root: Path) -> Secrets:
-    """Everything secret in the course at `root` (its solutions/, autograder/ and assignments/)."""
+def collect(root: Path, published: Path | None = None) -> Secrets:
+    """Everything secret in the course at `root` (its solutions/, autograder/ and assignments/).
+
+    `published`: a folder of check files published on purpose (the student edition's visible checks, cut
+    out of autograder/, and their fixtures): what they hold of autograder/ is public. What they hold of a
+    solution cell stays secret, and so does every hidden check's name."""
     releases = root / "assignments"
     public = "\n".join(p.read_text(encoding="utf-8") for p in sorted(releases.glob("*/*.ipynb")))
-    return Secrets(lines=secret_lines(root / "solutions", root / "autograder"),
-                   bytecode=secret_bytecode(root / "solutions", root / "autograder", releases),
-                   names=hidden_check_names(root / "autograder", public))
+    secrets = Secrets(lines=secret_lines(root / "solutions", root / "autograder"),
+                      bytecode=secret_bytecode(root / "solutions", root / "autograder", releases),
+                      names=hidden_check_names(root / "autograder", public))
+    if published is not None:
+        checks = str((root / "autograder").resolve())
+        from_checks = lambda origin: str(Path(origin.path).resolve()).startswith(checks)  # noqa: E731
+        for py in sorted(published.rglob("*.py")):
+            text = py.read_text(encoding="utf-8")
+            for line in text.splitlines():
+                for key in {normalise(line), normalise(without_comment(line))}:
+                    if key in secrets.lines and from_checks(secrets.lines[key]):
+                        del secrets.lines[key]
+            for fp in _functions(text, str(py)):
+                if fp in secrets.bytecode and from_checks(secrets.bytecode[fp]):
+                    del secrets.bytecode[fp]
+    return secrets
 
 
 # --- reading what a student receives ----------------------------------------------------------
