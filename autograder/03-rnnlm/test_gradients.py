@@ -15,7 +15,6 @@ states is zero at every step but the last, and fails.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from lmcourse.grading.checks import check, expect_close, expect_shape
 from lmcourse.grading.compare import one_thread
@@ -25,14 +24,15 @@ RTOL = 1e-2
 
 
 def _weights(reference, rng, kw, *, recurrent_scale=1.0, forget_bias=0.0):
-    torch.manual_seed(int(rng.integers(1 << 30)))
-    model = reference.RNNLM(**kw)
-    with torch.no_grad():
-        model.rnn.cell.weight_hh.mul_(recurrent_scale)
-        if kw.get("cell", "lstm") == "lstm":
-            d = kw["d_hidden"]
-            model.rnn.cell.bias_ih[d:2 * d] += forget_bias  # PyTorch's gate order: i, f, g, o
-    return {k: v.numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    """The reference RNNLM's starting weights (through the probe, so that the student edition can record them),
+    its recurrent weights scaled and its forget-gate bias shifted."""
+    w = probes.run_local("initial_weights", reference, cls="RNNLM", init_kwargs=kw, seed=int(rng.integers(1 << 30)))
+    w = {k: np.asarray(v, dtype=np.float32) for k, v in w.items()}
+    w["rnn.cell.weight_hh"] = w["rnn.cell.weight_hh"] * np.float32(recurrent_scale)
+    if kw.get("cell", "lstm") == "lstm":
+        d = kw["d_hidden"]
+        w["rnn.cell.bias_ih"][d:2 * d] += np.float32(forget_bias)  # PyTorch's gate order: i, f, g, o
+    return w
 
 
 def _compare(student, reference, rng, kw, *, B, T, label, **weight_changes):

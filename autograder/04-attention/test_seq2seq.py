@@ -63,7 +63,7 @@ import torch
 
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
-from lmcourse.grading.compare import one_thread
+from lmcourse.grading.compare import one_thread, random_weights
 from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
     seq2seq_batch, trim
@@ -82,9 +82,7 @@ GPU_PER_LENGTH = 100
 
 
 def _weights(reference, rng, scale=1.5):
-    torch.manual_seed(int(rng.integers(1 << 30)))
-    model = reference.AttentionSeq2Seq(**SEQ)
-    return {k: (scale * v).numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    return random_weights(reference, "AttentionSeq2Seq", SEQ, int(rng.integers(1 << 30)), scale=scale)
 
 
 def _batch(rng, n, min_len, max_len):

@@ -28,11 +28,11 @@ SMOLLM2 = dict(vocab_size=_CONFIG.vocab_size, d_model=_CONFIG.d_model, n_layers=
 EOS = 2  # <|im_end|>: the end of an assistant's turn
 
 
-def llama_weights(cls, init_kwargs: dict, rng) -> dict:
-    """Random weights of a trusted module (`block_weights`: linear and embedding weights x 1.5) with every RMSNorm
-    gain (a parameter ``...norm.weight``, or a lone ``weight``) drawn as 1 + 0.5 N(0, 1): with gains of ones a
-    norm in the wrong place, or two swapped, would not show."""
-    out = block_weights(cls, init_kwargs, rng)
+def llama_weights(cls: str, init_kwargs: dict, rng, reference) -> dict:
+    """Random weights of the reference's `cls` (`block_weights`: linear and embedding weights x 1.5) with every
+    RMSNorm gain (a parameter ``...norm.weight``, or a lone ``weight``) drawn as 1 + 0.5 N(0, 1): with gains of
+    ones a norm in the wrong place, or two swapped, would not show."""
+    out = block_weights(cls, init_kwargs, rng, trusted=reference)
     for name in out:
         if name == "weight" or name.endswith("norm.weight"):
             out[name] = (1.0 + 0.5 * rng.normal(size=out[name].shape)).astype(np.float32)

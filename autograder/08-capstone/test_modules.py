@@ -18,6 +18,7 @@ import numpy as np
 from conftest import MODULE_RULES, llama_weights
 from lmcourse.grading.checks import check, expect_close
 from lmcourse.grading.compare import expect_on_other_device
+from lmcourse.grading.sandbox.inside import probes
 
 
 def _x(rng, *shape, scale=1.0, shift=0.0):
@@ -31,7 +32,7 @@ def test_rmsnorm(student, reference, rng, compare):
     for shape, scale, shift, eps in (((2, 5, 16), 1.0, 3.0, 1e-5), ((3, 8), 1e-3, 0.0, 1e-5), ((4, 1, 2, 6), 1.0, 0.0, 0.1),
                                      ((1, 1), 0.5, 0.0, 1e-5)):
         kw = {"d_model": shape[-1], "eps": eps}
-        w = llama_weights(reference.RMSNorm, kw, rng)
+        w = llama_weights("RMSNorm", kw, rng, reference)
         x = _x(rng, *shape, scale=scale, shift=shift)
         for dtype in (None, "float64"):
             compare(student, cls="RMSNorm", trusted=reference, trusted_cls="RMSNorm", init_kwargs=kw, weights=w,
@@ -77,7 +78,7 @@ def test_rope(student, reference, rng):
 def test_swiglu(student, reference, rng, compare):
     for shape, d_ff in (((2, 5, 8), 12), ((3, 4), 1), ((1, 1, 6), 16)):
         kw = {"d_model": shape[-1], "d_ff": d_ff}
-        w = llama_weights(reference.SwiGLU, kw, rng)
+        w = llama_weights("SwiGLU", kw, rng, reference)
         x = _x(rng, *shape)
         for dtype in (None, "float64"):
             compare(student, cls="SwiGLU", trusted=reference, trusted_cls="SwiGLU", init_kwargs=kw, weights=w,
@@ -104,7 +105,7 @@ DECODER_FLOAT32 = dict(rtol=1e-3, atol=1e-4)
 def test_attention(student, reference, rng, compare):
     for B, T, d, h, kv in ATTENTION_SHAPES:
         kw = {"d_model": d, "n_heads": h, "n_kv_heads": kv, "rope_base": 50.0}
-        w = llama_weights(reference.GroupedQueryAttention, kw, rng)
+        w = llama_weights("GroupedQueryAttention", kw, rng, reference)
         x = _x(rng, B, T, d)
         for dtype in (None, "float64"):
             compare(student, cls="GroupedQueryAttention", trusted=reference, trusted_cls="GroupedQueryAttention",
@@ -114,12 +115,9 @@ def test_attention(student, reference, rng, compare):
 
 
 def _reference_forward(reference, cls, kw, w, x):
-    import torch
-
-    model = getattr(reference, cls)(**kw)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-    with torch.no_grad():
-        return model.eval()(torch.from_numpy(x)).numpy()
+    """The reference's `cls` with weights `w` on `x`, in eval mode, without gradients."""
+    out = probes.run_local("module_forward", reference, cls=cls, init_kwargs=kw, state_dict=w, inputs=[x], grad=False)
+    return out["outputs"][0]
 
 
 def _expect_incremental(student, reference, *, cls, kw, w, x, chunks, n_layers, what, rules):
@@ -140,7 +138,7 @@ def test_attention_cache(student, reference, rng, rules):
     for B, T, d, h, kv, chunks in ((2, 9, 12, 6, 2, (4, 1, 1, 3)), (1, 6, 8, 4, 1, (1, 1, 1, 1, 2)),
                                    (1, 5, 18, 9, 3, (5,))):
         kw = {"d_model": d, "n_heads": h, "n_kv_heads": kv, "rope_base": 50.0}
-        w = llama_weights(reference.GroupedQueryAttention, kw, rng)
+        w = llama_weights("GroupedQueryAttention", kw, rng, reference)
         _expect_incremental(student, reference, cls="GroupedQueryAttention", kw=kw, w=w, x=_x(rng, B, T, d),
                             chunks=chunks, n_layers=1, rules=rules,
                             what=f"GroupedQueryAttention({d}, n_heads={h}, n_kv_heads={kv}) on x ({B}, {T}, {d})")
@@ -159,7 +157,7 @@ TINY = dict(vocab_size=40, d_model=12, n_layers=2, n_heads=6, n_kv_heads=2, d_ff
 def test_llama(student, reference, rng, compare, rules):
     shown = "Llama(" + ", ".join(f"{k}={v}" for k, v in TINY.items()) + ")"
     for kw in (TINY, dict(TINY, n_layers=1, n_kv_heads=6)):
-        w = llama_weights(reference.Llama, kw, rng)
+        w = llama_weights("Llama", kw, rng, reference)
         for B, T in ((2, 9), (1, 1)):
             ids = rng.integers(0, kw["vocab_size"], size=(B, T)).astype(np.int64)
             for dtype in (None, "float64"):
@@ -167,7 +165,7 @@ def test_llama(student, reference, rng, compare, rules):
                         inputs=[ids], dtype=dtype, **(ROTATED_FLOAT64 if dtype else DECODER_FLOAT32),
                         what=f"{shown if kw is TINY else 'Llama with 1 layer and 6 key/value heads'} on ids ({B}, {T})"
                              f"{' in float64' if dtype else ''}")
-    w = llama_weights(reference.Llama, TINY, rng)
+    w = llama_weights("Llama", TINY, rng, reference)
     ids = rng.integers(0, 40, size=(2, 10)).astype(np.int64)
     _expect_incremental(student, reference, cls="Llama", kw=TINY, w=w, x=ids, chunks=(6, 1, 1, 2), n_layers=2,
                         rules=rules, what=f"{shown} on ids (2, 10)")

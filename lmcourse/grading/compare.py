@@ -86,16 +86,16 @@ def random_weights(trusted, cls: str, init_kwargs: dict, seed: int, scale: float
     `scale` > 1 makes the nonlinearities matter (PyTorch's default
     initialisation keeps many layers close to linear on small inputs).
     """
-    import torch
-
-    torch.manual_seed(seed)
-    module = getattr(trusted, cls)(**init_kwargs)
-    return {k: (scale * v).numpy().astype(np.float32) for k, v in module.state_dict().items()}
+    initial = probes.run_local("initial_weights", trusted, cls=cls, init_kwargs=init_kwargs, seed=seed)
+    return {k: (scale * np.asarray(v, dtype=np.float32)).astype(np.float32) for k, v in initial.items()}
 
 
-def block_weights(cls, init_kwargs: dict, rng, scale: float = 1.5, drawn: tuple[str, ...] = ()) -> dict:
+def block_weights(cls, init_kwargs: dict, rng, scale: float = 1.5, drawn: tuple[str, ...] = (), *,
+                  trusted=None) -> dict:
     """{name: float32 array}: a freshly initialised ``cls(**init_kwargs)`` (a trusted block, or the
-    reference's model) for a comparison where every parameter must matter.
+    reference's model) for a comparison where every parameter must matter. With `trusted`, `cls` is the
+    name of a class of that module (the reference: its starting weights then come through the probe
+    `initial_weights`, which the student edition can record).
 
     The linear and embedding weights are multiplied by `scale`; every LayerNorm's gain and bias (a submodule
     named ``ln...`` or ``..._ln``: ``ln1``, ``enc_ln``, ``emb_ln``) are drawn as 1 + 0.5 N(0, 1) and
@@ -105,11 +105,15 @@ def block_weights(cls, init_kwargs: dict, rng, scale: float = 1.5, drawn: tuple[
     """
     import torch
 
-    torch.manual_seed(int(rng.integers(1 << 30)))
-    module = cls(**init_kwargs)
+    seed = int(rng.integers(1 << 30))
+    if trusted is not None:
+        initial = probes.run_local("initial_weights", trusted, cls=cls, init_kwargs=init_kwargs, seed=seed)
+    else:
+        torch.manual_seed(seed)
+        initial = {k: v.numpy() for k, v in cls(**init_kwargs).state_dict().items()}
     out = {}
-    for name, value in module.state_dict().items():
-        value = value.double().numpy()
+    for name, value in initial.items():
+        value = np.asarray(value, dtype=np.float64)
         owner = name.split(".")[-2] if "." in name else ""  # the submodule holding it: ln1, enc_ln, emb_ln, ...
         if owner.startswith("ln") or owner.endswith("_ln"):
             value = (1.0 if name.endswith("weight") else 0.0) + 0.5 * rng.normal(size=value.shape)

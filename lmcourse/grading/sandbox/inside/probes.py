@@ -562,6 +562,19 @@ TRAINING_PROBES = frozenset({"train_and_keep", "train_and_trace"})
 # --------------------------------------------------------------------------- #
 
 @probe
+def initial_weights(module, *, cls: str, init_kwargs=None, seed=None):
+    """``{name: array}``: the weights of a freshly built ``module.<cls>(**init_kwargs)``, torch seeded with
+    `seed` first. A check takes a trusted module's starting weights through it (`run_local`), so that the
+    student edition can record them (`lmcourse.grading.replay`) instead of shipping the class."""
+    if seed is not None:
+        _torch().manual_seed(int(seed))
+    obj = instantiate(module, cls, init_kwargs)
+    if not hasattr(obj, "state_dict"):
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
+    return {k: to_array(v) for k, v in obj.state_dict().items()}
+
+
+@probe
 @refusing_builtins
 def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwargs=None,
                 state_dict=None, seed=None, tensors: bool = False):
