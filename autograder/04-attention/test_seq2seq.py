@@ -64,7 +64,8 @@ import torch
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
 from lmcourse.grading.compare import one_thread, random_weights
-from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows
+from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows, \
+    trusted_model
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
     seq2seq_batch, trim
 
@@ -158,8 +159,8 @@ def test_training_steps(student, reference, rng, rules):
     out = student.probe("train_and_trace", fn="train_reverser", cls="AttentionSeq2Seq", config=config,
                         gradients=True, timeout=120, **rules)
     shape = dict(vocab_size=VOCAB_SIZE, d_emb=config["d_emb"], d_hidden=config["d_hidden"])
-    trusted = training.TrustedModel(build=lambda: reference.AttentionSeq2Seq(**shape),
-                                    name=f"AttentionSeq2Seq({', '.join(f'{k}={v}' for k, v in shape.items())})")
+    trusted = trusted_model(student, reference, "AttentionSeq2Seq", shape, rules=rules,
+                            name=f"AttentionSeq2Seq({', '.join(f'{k}={v}' for k, v in shape.items())})")
     check_training_steps(out, steps=config["steps"], batch_size=config["batch_size"], trusted=trusted, task=REVERSAL,
                          what=what, first_step_hint="make the decoder right first (its check)")
 

@@ -49,7 +49,7 @@ from lmcourse.dates import TARGET_LEN, VOCAB_SIZE, date_pairs, decode, encode, i
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
 from lmcourse.grading.compare import one_thread
-from lmcourse.grading.seq2seq import Seq2SeqTask, check_training_steps, eval_rows
+from lmcourse.grading.seq2seq import Seq2SeqTask, check_training_steps, eval_rows, trusted_model
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, pad_batch, trim
 
 CPU = dict(steps=600, batch_size=64, lr=1e-3, warmup=100, d_model=64, n_heads=4, d_ff=256, n_layers=2, seed=0,
@@ -116,7 +116,7 @@ def test_training_steps(student, reference, rng, rules):
     out = student.probe("train_and_trace", fn="train_transformer", cls="Transformer", config=config,
                         gradients=True, timeout=120, **rules)
     shape = _shape(config)
-    trusted = training.TrustedModel(build=lambda: reference.Transformer(**shape), name=_name(shape))
+    trusted = trusted_model(student, reference, "Transformer", shape, name=_name(shape), rules=rules)
     check_training_steps(out, steps=config["steps"], batch_size=config["batch_size"], trusted=trusted, task=DATES,
                          what=what, rate=lambda j: config["lr"] * min(1.0, (j + 1) / config["warmup"]),
                          rate_rule=f"lr * min(1, (step + 1) / warmup) (a linear warm-up over {config['warmup']} "

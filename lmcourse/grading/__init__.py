@@ -22,13 +22,13 @@ The path of a submission, top-down; no module imports one above it
     bounded     reading a submission in a child process with a memory and time budget
     notebook    reading notebooks defensively, their structure, code extraction
     plugin      the pytest plugin that turns hidden checks into scores
-    replay      the solution's answers recorded, for the student edition's visible checks
     rules       how the code is written (no built-in RNN, no built-in attention), verified outside the worker
     seq2seq     greedy decoding and the training loop step by step, for the encoder-decoder units
     compare     a student's module against a trusted one, same weights
     training    the contract of a graded training run
     layers      PyTorch's own layers (recurrent, attention) behind the assignments' interfaces
     checks      what a hidden check is made of (``check``, ``expect_*``)
+    replay      the solution's answers recorded, for the student edition's visible checks
     sandbox/    the worker: plan, bwrap, staging, reaping, messages, limits
     sandbox/inside/  what runs in the worker: protocol, wire, probes, confine, supervisor, cells, main
     kinds       the student's kinds of failure and their status words

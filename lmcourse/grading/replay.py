@@ -206,6 +206,17 @@ class Replay:
         return self._answer(call_key("probe", name, args, kwargs), f"the probe {name}")
 
 
+def is_replay(reference) -> bool:
+    """Whether the checks run in the student edition, against a record instead of the solution."""
+    return isinstance(reference, Replay)
+
+
+def unwrapped(reference):
+    """The solution module behind a `Recording` (else `reference` itself): for a check's trusted side that the
+    edition computes another way (see `lmcourse.grading.seq2seq.trusted_model`), so it is not recorded."""
+    return object.__getattribute__(reference, "_module") if isinstance(reference, Recording) else reference
+
+
 # --------------------------------------------------------------------------- the record on disk
 
 # What a record may name: containers, numbers and numpy arrays (a tensor is written as a `_Tensor`: torch's own

@@ -116,6 +116,11 @@ def reference_gradient(trusted: training.TrustedModel, weights: Any, src: np.nda
     ignored), of the trusted model with `weights` on one batch, computed in this process."""
     import torch
 
+    if trusted.gradient is not None:  # the student edition: see trusted_model
+        grads = trusted.gradient(weights, src, tgt_in, tgt_out)
+        if not (isinstance(grads, dict) and all(isinstance(v, np.ndarray) for v in grads.values())):
+            raise AssertionError(f"{what}: the grader could not read the loss gradient of your model")
+        return {k: np.asarray(v, dtype=np.float64) for k, v in grads.items()}
     model = training.load_trusted(trusted, weights, what=what)
     model.train(True)
     model.zero_grad(set_to_none=True)
@@ -126,6 +131,25 @@ def reference_gradient(trusted: training.TrustedModel, weights: Any, src: np.nda
         loss.backward()
     return {name: (p.grad.double().numpy() if p.grad is not None else np.zeros(tuple(p.shape)))
             for name, p in model.named_parameters()}
+
+
+def trusted_model(student, reference, cls: str, init_kwargs: dict, *, name: str, rules: dict) -> training.TrustedModel:
+    """The model a training trace's gradients are recomputed with: the solution's `cls` in the course's grader.
+
+    The student edition has no solution to build it from, and the gradients are asked for at the student's own
+    weights, which no record can hold. There, the spec's loss gradient is recomputed by the student's own `cls`
+    in the worker (the probe ``seq2seq_loss_gradient``, under the unit's `rules`), at that step's weights and
+    batch: what the trace check is for, the training loop (zeroed gradients, the loss without the padding,
+    clipping, the rate), is held the same; whether the model itself is right is its own check's business."""
+    from lmcourse.grading import replay
+
+    if replay.is_replay(reference):
+        def gradient(weights, src, tgt_in, tgt_out):
+            return student.probe("seq2seq_loss_gradient", cls=cls, init_kwargs=init_kwargs, state_dict=weights,
+                                 src=src, tgt_in=tgt_in, tgt_out=tgt_out, pad_id=PAD_ID, **rules)
+        return training.TrustedModel(build=None, name=name, gradient=gradient)
+    solution = replay.unwrapped(reference)
+    return training.TrustedModel(build=lambda: getattr(solution, cls)(**init_kwargs), name=name)
 
 
 def check_training_steps(out: Any, *, steps: int, batch_size: int, trusted: training.TrustedModel,

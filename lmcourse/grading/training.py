@@ -235,12 +235,15 @@ class TrustedModel:
     build: a fresh, trusted model (e.g. ``lambda: reference.RNNLM(V, 32, 128)``);
     name: how the message names it (the call the assignment prescribes);
     forward: ``forward(model, inputs LongTensor) -> logits`` (default: ``model(inputs)``,
-    or its first element when it returns a tuple).
+    or its first element when it returns a tuple);
+    gradient: where the loss gradient comes from instead of `build` (the student edition, which has no
+    solution: `lmcourse.grading.seq2seq.trusted_model`).
     """
 
-    build: Callable[[], Any]
+    build: Callable[[], Any] | None
     name: str
     forward: Callable[[Any, Any], Any] | None = None
+    gradient: Callable[..., Any] | None = None
 
 
 def _layout(shapes: dict[str, tuple]) -> str:

@@ -48,8 +48,9 @@ DISTRIBUTIONS = {"torch": "torch", "numpy": "numpy", "scipy": "scipy", "matplotl
                  "jupytext": "jupytext", "safetensors": "safetensors", "tiktoken": "tiktoken", "regex": "regex",
                  "gguf": "gguf", "tokenizers": "tokenizers", "pytest": "pytest", "ipykernel": "ipykernel",
                  "IPython": "ipykernel", "jupyterquiz": "jupyterquiz", "yaml": "pyyaml"}
-# What a student runs the notebooks and the chapters with, beyond what the package imports.
-ALWAYS = ("ipykernel", "jupytext", "pytest", "nbformat")
+# What a student runs the notebooks and the chapters with, beyond what the package imports (JupyterLab, for
+# `.venv/bin/jupyter lab`; jupytext opens the chapters' markdown as notebooks).
+ALWAYS = ("ipykernel", "jupyterlab", "jupytext", "pytest", "nbformat")
 
 
 class PublishError(CommandError):

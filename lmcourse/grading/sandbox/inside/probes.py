@@ -562,6 +562,31 @@ TRAINING_PROBES = frozenset({"train_and_keep", "train_and_trace"})
 # --------------------------------------------------------------------------- #
 
 @probe
+@refusing_builtins
+def seq2seq_loss_gradient(module, *, cls: str, init_kwargs, state_dict, src, tgt_in, tgt_out, pad_id: int):
+    """``{name: array}``: the gradient of the mean cross-entropy over the real target tokens (`pad_id` ignored)
+    of ``module.<cls>(**init_kwargs)`` with `state_dict`, teacher-forced on one batch (``model(src, tgt_in)``,
+    or its first element when it returns a tuple), in training mode. The student edition's stand-in for the
+    solution's gradient in a training trace check (`lmcourse.grading.seq2seq.trusted_model`)."""
+    torch = _torch()
+    model = instantiate(module, cls, init_kwargs, state_dict)
+    if not isinstance(model, torch.nn.Module):
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
+    model.train(True)
+    model.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        out = model(to_tensor(np.asarray(src)), to_tensor(np.asarray(tgt_in)))
+        logits = out[0] if isinstance(out, (tuple, list)) else out
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
+            raise WrongResult(f"{cls}(src, tgt_in) did not return logits of shape (B, T, vocab_size)")
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                                 to_tensor(np.asarray(tgt_out)).reshape(-1), ignore_index=int(pad_id))
+        loss.backward()
+    return {name: (to_array(p.grad).astype(np.float64) if p.grad is not None else np.zeros(tuple(p.shape)))
+            for name, p in model.named_parameters()}
+
+
+@probe
 def initial_weights(module, *, cls: str, init_kwargs=None, seed=None):
     """``{name: array}``: the weights of a freshly built ``module.<cls>(**init_kwargs)``, torch seeded with
     `seed` first. A check takes a trusted module's starting weights through it (`run_local`), so that the
