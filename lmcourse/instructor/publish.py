@@ -378,8 +378,10 @@ lmcourse = ["edition/**/*", "grading/sandbox/**/*"]
 
 def build(root: Path, out: Path, *, repository: str, book_url: str = "the course's book site",
           ids: list[str] | None = None, force: bool = False) -> dict:
-    """Write the student edition of the course at `root` to `out`; return a summary (also out/.edition.json
-    is NOT written: the summary is printed). Refuses to write over a non-empty `out` unless `force`."""
+    """Write the student edition of the course at `root` to `out` and return a summary (per assignment: the
+    visible checks it holds, the calls recorded, those left out; the dependencies, size and seconds). Written to
+    a staging folder, scanned for leaks, then renamed: a failure leaves `out` as it was. Refuses to write over
+    a non-empty `out` unless `force`."""
     import tomllib
 
     from lmcourse.instructor import leaks
@@ -391,7 +393,6 @@ def build(root: Path, out: Path, *, repository: str, book_url: str = "the course
     if out.exists() and any(out.iterdir()):
         if not force:
             raise PublishError(f"{out} is not empty; give an empty folder (or --force to replace it)")
-        shutil.rmtree(out)
     staging = Path(tempfile.mkdtemp(prefix=".edition-", dir=out.parent if out.parent.exists() else None))
     try:
         summary = _write(root, course, staging, ids, repository, book_url)
@@ -407,8 +408,8 @@ def build(root: Path, out: Path, *, repository: str, book_url: str = "the course
                                + "\n  ".join(found[:20]))
         project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
         summary.update(version=project["version"], seconds=round(time.perf_counter() - started, 1))
-        if out.exists():
-            out.rmdir()
+        if out.exists():  # empty, or replaced with --force: only now that the new edition is whole
+            shutil.rmtree(out)
         staging.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
