@@ -89,7 +89,7 @@ def _feed(h, value: Any, depth: int = 0) -> None:
         h.update(array.view(np.uint8).tobytes() if array.dtype != object else _object_array(array))
     elif _is_tensor(value):
         h.update(b"x" + str(value.dtype).encode() + repr(tuple(value.shape)).encode())
-        _feed_tensor(h, value)
+        h.update(_Tensor.of(value).array.view("uint8").tobytes())
     elif isinstance(value, (int, float, str)):  # numpy scalars, enum members and other subclasses
         _feed(h, value.item() if hasattr(value, "item") else t.__mro__[1](value), depth + 1)
     elif isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
@@ -115,17 +115,6 @@ def _object_array(array) -> bytes:
 
 def _is_tensor(value) -> bool:
     return type(value).__module__.startswith("torch") and type(value).__name__ in ("Tensor", "Parameter")
-
-
-def _feed_tensor(h, tensor) -> None:
-    import torch
-
-    data = tensor.detach().to("cpu").contiguous()
-    if data.dtype in (torch.bfloat16, torch.float16):
-        data = data.view(torch.int16)
-    elif data.dtype == torch.bool:
-        data = data.to(torch.uint8)
-    h.update(data.numpy().view("uint8").tobytes())
 
 
 def digest(value: Any) -> bytes:

@@ -153,6 +153,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     release = load_release(root, assignment_id)
     reference = reference_module(root, assignment_id) if reference is None else reference
     folder = checks_dir(root, assignment_id)
+    edition = Course(root).is_edition  # a student edition: perhaps no visible check, and no hidden one to count
 
     problems: list[nbmod.Problem] = []
     blocked: dict[str, str] = {}
@@ -213,7 +214,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                                exclude=frozenset(exclude),
                                findings=extraction.findings if extraction is not None else {},
                                unloaded=unloaded, unloaded_names=unloaded_names)
-        if Assignment(Course(root), assignment_id).check_files():
+        if not edition or Assignment(Course(root), assignment_id).check_files():
             run_checks(folder, plugin)
         cell_results = _run_test_cells(worker, release, extraction, block_all, StudentError, unloaded) \
             if test_cells else None
@@ -230,7 +231,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
                 pass
     if plugin.config_errors:
         raise GraderError("; ".join(plugin.config_errors))
-    if not plugin.order and not plugin.not_run and not Course(root).is_edition:
+    if not plugin.order and not plugin.not_run and not edition:
         raise GraderError(f"no checks were collected from {folder}")
 
     if extraction is not None and _mostly_missing(problems, release):
@@ -246,7 +247,7 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     result.readiness = extraction.readiness if extraction is not None else {"missing": [], "unimplemented": []}
     result.parts = nbmod.part_titles(release)
     result.hidden_points = round(sum(n["max_score"] for n in plugin.not_run if n["visibility"] != "visible"), 6)
-    if Course(root).is_edition:  # the hidden checks are not there to count: the release's points less those run
+    if edition:  # the hidden checks are not there to count: the release's points less those run
         result.hidden_points = round(sum(nbmod.graded_cells(release).values())
                                      - sum(t.max_score for t in result.tests), 6)
     result.test_cells = cell_results

@@ -42,12 +42,6 @@ from lmcourse.errors import CommandError
 
 __all__ = ["build", "colab_cells", "record", "visible_checks_source"]
 
-# Third-party imports of the student package -> the distribution that provides them (for its dependencies).
-DISTRIBUTIONS = {"torch": "torch", "numpy": "numpy", "scipy": "scipy", "matplotlib": "matplotlib", "tqdm": "tqdm",
-                 "gensim": "gensim", "nbformat": "nbformat", "nbclient": "nbclient", "nbconvert": "nbconvert",
-                 "jupytext": "jupytext", "safetensors": "safetensors", "tiktoken": "tiktoken", "regex": "regex",
-                 "gguf": "gguf", "tokenizers": "tokenizers", "pytest": "pytest", "ipykernel": "ipykernel",
-                 "IPython": "ipykernel", "jupyterquiz": "jupyterquiz", "yaml": "pyyaml"}
 # What a student runs the notebooks and the chapters with, beyond what the package imports (JupyterLab, for
 # `.venv/bin/jupyter lab`; jupytext opens the chapters' markdown as notebooks).
 ALWAYS = ("ipykernel", "jupyterlab", "jupytext", "pytest", "nbformat")
@@ -328,25 +322,25 @@ def _third_party(package: Path) -> set[str]:
                 found.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 found.add(node.module.split(".")[0])
-    return {m for m in found if m not in sys.stdlib_module_names and m not in ("lmcourse", "__future__")}
+    local = {p.stem for p in package.rglob("*.py")}  # the checks' `from conftest import ...`
+    return {m for m in found if m not in sys.stdlib_module_names and m not in local | {"lmcourse", "__future__"}}
 
 
 def _dependencies(root: Path, package: Path) -> list[str]:
-    pins = _pins(root)
-    wanted = set(ALWAYS)
-    for module in _third_party(package):
-        if module in DISTRIBUTIONS:
-            wanted.add(DISTRIBUTIONS[module])
+    """The student package's requirements: the distributions its third-party imports come from (as this
+    environment maps them), and `ALWAYS`, each at the course's pin, else at the version the course is tested with."""
     from importlib import metadata
 
+    pins, providers = _pins(root), metadata.packages_distributions()
+    wanted = set(ALWAYS)
+    for module in _third_party(package):
+        if module not in providers:
+            raise PublishError(f"the student package imports {module}, which no installed distribution provides")
+        wanted.update(d.lower().replace("_", "-") for d in providers[module])
     out = []
     for d in sorted(wanted):
         if d not in pins:  # a dependency of a pinned one (nbformat of nbconvert): the version tested with
-            try:
-                pins[d] = metadata.version(d)
-            except metadata.PackageNotFoundError:
-                raise PublishError(f"the student package imports {d}, which neither pyproject.toml pins nor this "
-                                   "environment has") from None
+            pins[d] = metadata.version(d)
         out.append(f"{d}=={pins[d]}")
     return out
 
