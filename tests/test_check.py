@@ -29,6 +29,7 @@ from lmcourse.grading import runner, sandbox
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.grading.report import check_text, readiness
 from lmcourse.instructor.testing import released_notebook, submission_from_solution
+from unit_contract import NOISE
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = Course(ROOT).assignment_ids()  # every unit, 4-7 included as they land
@@ -345,6 +346,8 @@ def _visible_checks_failing(aid: str, tmp_path: Path, replace: dict) -> list[str
     nb = submission_from_solution(ROOT, aid, tmp_path, replace=replace)
     result = runner.grade(ROOT, aid, nb, visible_only=True, own_machine=True)
     assert result["status"] == "ok", result["message"]
+    noise = [t["name"] for t in result["tests"] if NOISE.search(t.get("output", ""))]
+    assert not noise, f"pytest's assertion rewrite reached the student in {noise}"
     return [t["name"] for t in result["tests"] if t["score"] < t["max_score"]]
 
 

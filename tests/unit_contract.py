@@ -41,6 +41,8 @@ def scores_by_name(result: dict) -> dict[str, float]:
     return {t["name"]: t["score"] for t in result["tests"]}
 
 
+# pytest's explanation of a failed assertion: never in what a student reads (issue #39)
+NOISE = re.compile(r"assert False|where False =|^E\s|\+\s+where ", re.M)
 PASS_LINE = "the visible checks pass"  # a test cell's last line prints "<grade_id>: the visible checks pass"
 # What nbval compares, on both sides, of a test cell's output: the text with every line but the pass
 # line dropped. The other lines (a loss or a cosine after a short training run) depend on floating point.
@@ -245,6 +247,8 @@ class UnitContract:
             assert scores[name] == 0, f"{variant}: check {name!r} should fail but scored {scores[name]}"
             output = next(t.get("output", "") for t in r["tests"] if t["name"] == name)
             assert output and "def " not in output  # a message, never code
+        noise = [t["name"] for t in r["tests"] if NOISE.search(t.get("output", ""))]
+        assert not noise, f"{variant}: pytest's assertion rewrite reached the student in {noise}"
         assert r["score"] < r["max_score"]
         left_out_points = sum(t["max_score"] for t in solution_result["tests"] if t["name"] in left_out)
         assert math.isclose(r["max_score"] + left_out_points, self.MAX_SCORE)

@@ -17,6 +17,7 @@ The path of a submission, top-down; no module imports one above it
 
     cli         lmcourse check
     runner      one notebook: structure -> extraction -> worker -> checks -> `Result`
+    causes      root cause first: a check that fails because code it uses fails says so
     report      what students see, read off a `Result` (lmcourse check, feedback.html)
     result      `Result`, `CheckResult`, `Status`: the one type every path returns and writes
     bounded     reading a submission in a child process with a memory and time budget

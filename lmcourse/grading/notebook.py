@@ -110,6 +110,8 @@ class Extraction:
     # what each cell of `line_map` defines (`defined_names`), in its order: read here, in the reader's
     # bounded child, so that the grader never parses the student's code itself (`names_lost`)
     cell_names: list[list[str]] = field(default_factory=list)
+    # answer-cell name -> the answer-cell names its definition refers to (`uses`), read here too
+    uses: dict[str, list[str]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -622,9 +624,38 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
+def uses(source: str, names) -> dict[str, list[str]]:
+    """Which of ``names`` each top-level definition of ``names`` in ``source`` refers to (its own name aside).
+
+    ``{"EncoderBlock": ["LayerNorm", "MultiHeadAttention"], ...}``: the names
+    read anywhere in the definition (its body, decorators, base classes and
+    defaults), from its last definition in the module, the one a kernel keeps.
+    Parsed, never run; a module that does not parse uses nothing. It is how a
+    failing check learns that the code it calls relies on code that fails its
+    own check (`lmcourse.grading.causes`).
+    """
+    names = set(names)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    last = {node.name: node for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names}
+    out = {}
+    for name, node in last.items():
+        read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        out[name] = sorted((read & names) - {name})
+    return out
+
+
 def stub_names(release_cell) -> set[str]:
     """What the release's stub of an answer cell defines: how the cell is recognised without its metadata."""
     return defined_names(cell_source(release_cell)) if release_cell.get("cell_type") == "code" else set()
+
+
+def answer_names(release) -> set[str]:
+    """Every function and class the release's answer cells ask the student to write."""
+    return {name for cell in release.cells if role(cell) == "solution" for name in stub_names(cell)}
 
 
 def _content_match(target: tuple[str, ...], cell_type: str, pool: list[int], cells, norm) -> list[int]:

@@ -76,7 +76,9 @@ def readiness(result: Result | dict) -> dict:
 
     Returns ``todo`` (``[(part, name, "missing" | "unimplemented")]``, in the
     notebook's order), ``visible`` (earned, available) points of the visible
-    checks, ``failing`` (visible checks that did not pass), ``cells``
+    checks, ``failing_checks`` (visible checks that did not pass), ``failing``
+    (functions written but failing a check or test cell, each after what it
+    uses: `lmcourse.grading.causes`), ``cells``
     (``(passed, run)`` of the notebook's test cells, or None where they were
     not run), ``hidden_points`` (the points of checks that run only when
     graded), ``errors`` (notebook problems that are not warnings) and
@@ -98,7 +100,8 @@ def readiness(result: Result | dict) -> dict:
     ready = result.status == "ok" and not todo and not errors and not failing and \
         (cell_counts is None or cell_counts[0] == cell_counts[1])
     return {"todo": todo, "visible": (sum(t.score for t in visible), sum(t.max_score for t in visible)),
-            "failing": failing, "cells": cell_counts, "hidden_points": result.hidden_points or 0,
+            "failing_checks": failing, "failing": list((result.readiness or {}).get("failing", [])),
+            "cells": cell_counts, "hidden_points": result.hidden_points or 0,
             "errors": errors, "ready": ready}
 
 
@@ -119,6 +122,9 @@ def readiness_lines(result: Result | dict) -> list[str]:
         n = len(r["todo"])
         out.append(f"to do: {n} function{'s' if n > 1 else ''} or class{'es' if n > 1 else ''} not written yet "
                    f"(still raising NotImplementedError, or missing) — {todo_text(r['todo'])}")
+    if r["failing"]:
+        out.append(f"written but failing: {', '.join(r['failing'])}" + (
+            " (fix them in this order: each comes after what it uses)" if len(r["failing"]) > 1 else ""))
     if r["errors"]:
         out.append(f"notebook problems: {len(r['errors'])} (listed above); fix them first")
     if r["cells"] is not None:
@@ -216,6 +222,8 @@ def check_text(result: Result | dict, notebook, verbose: bool = False) -> str:
             lines.append(f"  ✗ test cell '{c['cell']}'{where}: stops at {stub[0]}, not written yet")
             continue
         lines.append(f"  ✗ test cell '{c['cell']}'{where}: {err.get('type') or 'failed'}")
+        if err.get("cause"):  # root cause first (lmcourse.grading.causes)
+            lines += _indent("likely cause: " + err["cause"])
         if err.get("statement"):  # code: shown as it is, never re-wrapped
             lines += [f"      > {line}" for line in err["statement"].splitlines()[:8]]
         if err.get("message"):

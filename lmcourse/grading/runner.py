@@ -33,7 +33,7 @@ from types import ModuleType
 from lmcourse.course import Assignment, Course, load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
-from lmcourse.grading import bounded, rules
+from lmcourse.grading import bounded, causes, rules
 from lmcourse.grading.kinds import STATUS_KINDS, STUDENT_KINDS
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
@@ -251,10 +251,17 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
         result.hidden_points = round(sum(nbmod.graded_cells(release).values())
                                      - sum(t.max_score for t in result.tests), 6)
     result.test_cells = cell_results
+    if extraction is not None and block_all is None:
+        causes.name_root_causes(result, extraction.uses, nbmod.tested_by(release), _answer_order(release))
     todo = readiness(result)["todo"]
     if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`
         result.output += f" Not written yet: {todo_text(todo)}."
     return result
+
+
+def _answer_order(release) -> list[str]:
+    """The functions and classes the answer cells ask for, in the notebook's order."""
+    return [name for cell in release.cells if nbmod.role(cell) == "solution" for name in sorted(nbmod.stub_names(cell))]
 
 
 def _mostly_missing(problems, release) -> bool:
@@ -439,7 +446,8 @@ def _read_and_extract(path: Path, release, release_path: str | None = None) -> d
             "skipped_names": {clean_text(k): v for k, v in list(ext.skipped_names.items())[:5000]},
             "found_ids": [clean_text(str(i))[:200] for i in ext.found_ids[:1000]],
             "readiness": nbmod.readiness(ext.source, release),
-            "cell_names": [[clean_text(n) for n in names] for names in ext.cell_names]}
+            "cell_names": [[clean_text(n) for n in names] for names in ext.cell_names],
+            "uses": nbmod.uses(ext.source, nbmod.answer_names(release))}
 
 
 def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
@@ -448,7 +456,8 @@ def _from_json(data: dict) -> tuple[nbmod.Extraction, int | None]:
     extraction = nbmod.Extraction(data["source"], problems, dict(data["blocked"]),
                                   [tuple(x) for x in data["line_map"]], data["findings"],
                                   skipped_names=dict(data["skipped_names"]), found_ids=list(data["found_ids"]),
-                                  readiness=data["readiness"], cell_names=data["cell_names"])
+                                  readiness=data["readiness"], cell_names=data["cell_names"],
+                                  uses=data.get("uses") or {})
     return extraction, data["upgraded_from"]
 
 
