@@ -16,7 +16,7 @@ import pytest
 
 from lmcourse.grading import causes, runner
 from lmcourse.grading import notebook as nbmod
-from lmcourse.grading.report import check_text, readiness
+from lmcourse.grading.report import check_text, feedback_html, readiness
 from lmcourse.grading.result import CheckResult, Result
 from lmcourse.grading.sandbox.inside import probes
 from lmcourse.instructor.testing import Edit, submission_from_solution
@@ -136,6 +136,8 @@ def test_a_failing_test_cell_names_the_cause_and_the_summary_lists_the_order():
     assert "likely cause: `EncoderBlock` uses `LayerNorm`" in text
     assert "written but failing: LayerNorm, EncoderBlock (fix them in this order" in text
     assert readiness(r)["failing"] == ["LayerNorm", "EncoderBlock"]
+    assert "<b>Written but failing</b>, each after the code it uses (fix them in this order): LayerNorm, " \
+           "EncoderBlock" in feedback_html(r, "student")
 
 
 def test_dependency_order_survives_a_cycle():

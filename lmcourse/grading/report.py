@@ -55,6 +55,10 @@ def feedback_html(result: Result | dict, student_id: str) -> str:
     if todo:  # the same reading of the result as `lmcourse check`'s summary
         banner += (f"<p class=status><b>Not written yet</b> (still raising NotImplementedError, or missing): "
                    f"{e(todo_text(todo))}</p>")
+    failing = readiness(result)["failing"] if result.readiness and result.graded else []
+    if failing:  # root cause first (lmcourse.grading.causes): the order to fix them in
+        banner += (f"<p class=status><b>Written but failing</b>, each after the code it uses (fix them in this "
+                   f"order): {e(', '.join(failing))}</p>")
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>Feedback: {e(result.assignment)} · {e(student_id)}</title>
 <style>{_CSS}</style></head><body>
