@@ -130,8 +130,8 @@ def test_a_failing_test_cell_names_the_cause_and_the_summary_lists_the_order():
     causes.name_root_causes(r, USES, {"LayerNorm": "test_ln", "EncoderBlock": "test_enc", "Transformer": "test_tf"},
                             ORDER)
     assert "cause" not in cells[0]["error"]
-    assert cells[1]["error"]["cause"] == "`EncoderBlock` uses `LayerNorm`, which fails its own check: fix `LayerNorm` " \
-                                         "first (this may then pass)."
+    assert cells[1]["error"]["cause"] == ("`EncoderBlock` uses `LayerNorm`, which fails its own check: fix "
+                                          "`LayerNorm` first (this may then pass).")
     text = check_text(r, "nb.ipynb")
     assert "likely cause: `EncoderBlock` uses `LayerNorm`" in text
     assert "written but failing: LayerNorm, EncoderBlock (fix them in this order" in text

@@ -58,7 +58,8 @@ def cause_sentence(whose: list[str], roots: list[str], unwritten: set[str]) -> s
     missing = [r for r in roots if r in unwritten]
     said = []
     if failing:
-        said.append(f"{_names(failing)}, which {'fails its own check' if len(failing) == 1 else 'fail their own checks'}")
+        verb = "fails its own check" if len(failing) == 1 else "fail their own checks"
+        said.append(f"{_names(failing)}, which {verb}")
     if missing:
         said.append(f"{_names(missing)}, {'not written yet' if len(missing) == 1 else 'not written yet either'}")
     return (f"{_names(whose)} {'uses' if len(whose) == 1 else 'use'} {'; and '.join(said)}: "

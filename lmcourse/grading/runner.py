@@ -261,7 +261,8 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
 
 def _answer_order(release) -> list[str]:
     """The functions and classes the answer cells ask for, in the notebook's order."""
-    return [name for cell in release.cells if nbmod.role(cell) == "solution" for name in sorted(nbmod.stub_names(cell))]
+    return [name for cell in release.cells if nbmod.role(cell) == "solution"
+            for name in sorted(nbmod.stub_names(cell))]
 
 
 def _mostly_missing(problems, release) -> bool:
