@@ -178,9 +178,11 @@ class Assignment:
 
     def fingerprint(self, *salt: str) -> str:
         """A hash of every file besides a submission that decides its grade: the checks, the limits,
-        the source and the release (and `salt`, such as the tier and the grader's version)."""
+        the source and the release (and `salt`, such as the tier and the grader's version). Not the
+        known mistakes (``mistakes.py``): a new hint must not make a cohort's grades stale."""
         h = hashlib.sha256("\n".join(salt).encode() + b"\n")
-        paths = sorted(self.checks_dir.rglob("*")) if self.checks_dir.is_dir() else []
+        paths = sorted(p for p in self.checks_dir.rglob("*") if p.name != "mistakes.py") \
+            if self.checks_dir.is_dir() else []
         for p in [*paths, self.source_path, self.release_path]:
             if p.is_file() and "__pycache__" not in p.parts:
                 h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")

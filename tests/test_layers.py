@@ -24,12 +24,12 @@ CHAIN = ["lmcourse.cli", "lmcourse.instructor.cli", "lmcourse.instructor.batch",
 INSIDE = "lmcourse.grading.sandbox.inside"
 # Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
 LAYOUT = ["lmcourse.grading." + m for m in (
-    "cli", "runner", "causes", "report", "result", "bounded", "notebook", "plugin", "rules", "seq2seq", "compare",
-    "training", "layers", "checks", "replay", "sandbox", "sandbox.inside", "kinds")]
+    "cli", "runner", "causes", "report", "result", "signatures", "bounded", "notebook", "plugin", "rules", "seq2seq",
+    "compare", "training", "layers", "checks", "replay", "sandbox", "sandbox.inside", "kinds")]
 # `lmcourse.instructor`'s modules, as its docstring lists them (publishing, then grading a cohort top-down).
 INSTRUCTOR = ["lmcourse.instructor." + m for m in (
     "book", "slides", "lecture", "notes", "release", "leaks", "publish",
-    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "preflight", "testing")]
+    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "mistakes", "preflight", "testing")]
 
 
 def module_name(path: Path) -> str:

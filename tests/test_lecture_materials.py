@@ -178,8 +178,9 @@ def _notes(tmp_path, change=lambda t: t) -> list[str]:
     folder = tmp_path / "instructors"
     folder.mkdir(exist_ok=True)
     (folder / "01-ngrams.md").write_text(change(text))
-    (tmp_path / "tests").mkdir(exist_ok=True)
-    (tmp_path / "tests" / "test_unit01_ngrams.py").write_text((ROOT / "tests" / "test_unit01_ngrams.py").read_text())
+    (tmp_path / "autograder" / "01-ngrams").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "autograder" / "01-ngrams" / "mistakes.py").write_text(
+        (ROOT / "autograder" / "01-ngrams" / "mistakes.py").read_text())
     deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / "01-ngrams.md")
     return instructors.check_notes(tmp_path, "01-ngrams", deck_slides=len(deck.slides))
 
@@ -200,7 +201,7 @@ def test_broken_notes_are_caught(tmp_path, change, expected):
     assert any(expected in p for p in problems), problems
 
 
-def test_variant_names_are_read_from_the_tests():
+def test_variant_names_are_read_from_the_mistakes_file():
     names = instructors.variant_names(ROOT, "02-word2vec")
     assert len(names) >= 10
     assert any(n.startswith("train_sgns: SparseAdam") for n in names), "VARIANTS[...] = ... after the literal is read too"

@@ -36,7 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _names(module) -> set[str]:
-    return {v for k, v in vars(module).items() if k.isupper() and isinstance(v, str)}
+    """Every check a unit's tests name: the constants of its test module and of its catalogue of known
+    mistakes (autograder/<id>/mistakes.py, the test module's `_M`), whether re-exported or not."""
+    found = {}
+    for source in (getattr(module, "_M", None), module):
+        found.update(vars(source) if source is not None else {})
+    return {v for k, v in found.items() if k.isupper() and isinstance(v, str)}
 
 
 def _grade(tmp_path, aid: str, unit, keep: set[str], replace: dict) -> dict:

@@ -119,6 +119,8 @@ def test_the_edition_holds_what_a_student_needs_and_no_instructor_material(editi
     assert {"README.md", "Makefile", "pyproject.toml", "requirements.lock", "weights.lock"} <= files
     assert not [f for f in files if f.startswith(("solutions/", "autograder/", "instructors/", "lmcourse/instructor/"))
                 or "__pycache__" in f or f.endswith((".pyc", ".whl"))], sorted(files)[:40]
+    # the known mistakes (wrong code written as edits of the solution's lines) stay with the instructor
+    assert not [f for f in files if f.endswith("mistakes.py")], sorted(f for f in files if "mistakes" in f)
     readme = (out / "README.md").read_text()
     commands = [line for line in readme.split("```")[1].splitlines() if line.strip()]
     assert commands == ["make setup", "make check ID=01-ngrams"], commands

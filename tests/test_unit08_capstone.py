@@ -1,116 +1,43 @@
 """The capstone (08-capstone): the solution earns every point, the release none, and each known-wrong
 implementation loses the points of the checks written to catch it.
 
-The tests are the shared unit contract (tests/unit_contract.py); this file names the checks and holds the
-known-wrong variants, the bugs students write when they turn a GPT into a LLaMA-style decoder: RoPE rotating the
-two halves where the GGUF's weights want adjacent pairs, its position not advanced past the cache, key/value heads
-repeated in the wrong order, RMSNorm that subtracts the mean or adds epsilon outside the square root, SwiGLU's gate
-and up projections swapped, the output layer not tied, the matrices transposed when loaded, the chat template
-without the assistant's turn or the default system message, SmolLM2's digit rule forgotten (or kept to 0-9),
-generation that ignores its cache or never stops. The correct alternates (RoPE with complex numbers, grouped attention without
-repeating the keys, a loader through load_state_dict, RMSNorm with rsqrt) must earn full marks.
-"""
+The tests are the shared unit contract (tests/unit_contract.py); autograder/08-capstone/mistakes.py names the
+checks and holds the known-wrong variants, the bugs students write when they turn a GPT into a LLaMA-style
+decoder: RoPE rotating the two halves where the GGUF's weights want adjacent pairs, its position not advanced
+past the cache, key/value heads repeated in the wrong order, RMSNorm that subtracts the mean or adds epsilon
+outside the square root, SwiGLU's gate and up projections swapped, the output layer not tied, the matrices
+transposed when loaded, the chat template without the assistant's turn or the default system message, SmolLM2's
+digit rule forgotten (or kept to 0-9), generation that ignores its cache or never stops. The correct alternates
+(RoPE with complex numbers, grouped attention without repeating the keys, a loader through load_state_dict,
+RMSNorm with rsqrt) must earn full marks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from lmcourse.instructor import mistakes
 from lmcourse.instructor.testing import Edit
 from unit_contract import UnitContract
 
-RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
-           "float32 and float64, another device)")
-ROPE = ("apply_rope: the same rotation as the reference (adjacent pairs, the angles positions x base^(-2i/d_head); "
-        "float32 and float64)")
-SWIGLU = "SwiGLU: outputs and gradients match the reference with the same weights (SiLU on gate, times up, then down; float32 and float64)"
-ATTENTION = ("GroupedQueryAttention: outputs and gradients match the reference with the same weights (RoPE, heads "
-             "shared in groups, causal, scaled; float32 and float64)")
-ATTENTION_CACHE = ("GroupedQueryAttention with a KVCache: a prompt, single positions and chunks give the full "
-                   "forward's outputs; runs where its input is")
-LLAMA = ("Llama: logits and gradients match the reference with the same weights (pre-norm blocks, final RMSNorm, "
-         "tied output layer; float32, float64, with a KVCache)")
-REAL_LOGITS = ("SmolLM2's weights loaded by load_gguf_weights into your Llama: the logits equal the reference's on "
-               "hidden prompts (chat, code, numbers, French)")
-REAL_CACHE = ("SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then a chunk give the logits of the "
-              "whole sequence")
-GENERATE = ("generate with SmolLM2: greedy tokens are the argmax at every step, the same with the cache and without, "
-            "and generation stops after eos_id")
-CHAT = ("chat_prompt: SmolLM2's own chat format on hidden conversations (the default system message, every turn, the "
-        "assistant's turn opened)")
-PRETOKENIZE = "smollm_pretokenize: each numeric character alone, GPT-2's pattern on the text between"
-ENCODE = ("smollm_encode with SmolLM2's merges and special tokens: the real tokenizer's ids on varied text (numbers, "
-          "code, scripts, emoji, chat tokens)")
+# The checks' names and the known mistakes live in the course: autograder/08-capstone/mistakes.py
+_M = mistakes.module(Path(__file__).resolve().parent.parent, "08-capstone")
+RMSNORM = _M.RMSNORM
+ROPE = _M.ROPE
+SWIGLU = _M.SWIGLU
+ATTENTION = _M.ATTENTION
+ATTENTION_CACHE = _M.ATTENTION_CACHE
+LLAMA = _M.LLAMA
+REAL_LOGITS = _M.REAL_LOGITS
+REAL_CACHE = _M.REAL_CACHE
+GENERATE = _M.GENERATE
+CHAT = _M.CHAT
+PRETOKENIZE = _M.PRETOKENIZE
+ENCODE = _M.ENCODE
+_PAIRS = _M._PAIRS
+_RMS = _M._RMS
+_REPEAT = _M._REPEAT
+VARIANTS = _M.VARIANTS
 
-_PAIRS = ("    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2): the two features of each pair\n"
-          "    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (..., T, d_head/2, 2)\n"
-          "    return rotated.flatten(-2)  # pairs back in place: (..., T, d_head)")  # the definition's last line
-_RMS = "        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)\n"
-_REPEAT = "        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, n_heads, T_all, d_head)\n"
-
-VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
-    "RoPE rotates the two halves (Hugging Face's layout), not adjacent pairs": ("apply_rope", Edit(
-        _PAIRS,
-        "    a, b = x[..., : d_head // 2], x[..., d_head // 2:]  # the two halves\n"
-        "    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)", why="halves"),
-        (ROPE, REAL_LOGITS)),
-    "RoPE positions restart at 0 with a cache": ("GroupedQueryAttention", Edit(
-        "        positions = torch.arange(start, start + T, device=x.device)\n",
-        "        positions = torch.arange(T, device=x.device)  # the new positions, from 0 at every call\n",
-        why="positions not advanced"),
-        (ATTENTION_CACHE, LLAMA, REAL_CACHE, GENERATE)),
-    "key/value heads repeated in the wrong order (repeat, not repeat_interleave)": ("GroupedQueryAttention", Edit(
-        _REPEAT, "        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (B, n_heads, T_all, d_head)\n",
-        why="head j reads key/value head j % n_kv_heads"),
-        (ATTENTION, REAL_LOGITS)),
-    "attention scaled by 1/sqrt(d_model), not 1/sqrt(d_head)": ("GroupedQueryAttention", Edit(
-        "/ math.sqrt(self.d_head)", "/ math.sqrt(self.n_heads * self.d_head)", why="d_model"),
-        (ATTENTION, REAL_LOGITS)),
-    "GroupedQueryAttention ignores rope_base (always apply_rope's default)": ("GroupedQueryAttention", Edit(
-        "        q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)\n",
-        "        q, k = apply_rope(q, positions), apply_rope(k, positions)\n", why="the default base"),
-        (ATTENTION,)),
-    "RMSNorm subtracts the mean (LayerNorm without a bias)": ("RMSNorm", Edit(
-        _RMS, "        x = x - x.mean(dim=-1, keepdim=True)\n" + _RMS, why="centred"),
-        (RMSNORM,)),
-    "RMSNorm adds epsilon outside the square root": ("RMSNorm", Edit(
-        _RMS, "        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True)) + self.eps  # (..., 1)\n",
-        why="eps outside"),
-        (RMSNORM,)),
-    "SwiGLU with gate and up swapped": ("SwiGLU", Edit(
-        "self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.up(x)) * self.gate(x))",
-        why="the SiLU on up"),
-        (SWIGLU, REAL_LOGITS)),
-    "output layer not tied to the token embedding": ("Llama", Edit(
-        "        self.lm_head.weight = self.tok_emb.weight  # tied: one (vocab_size, d_model) matrix reads and writes "
-        "tokens\n", "", why="untied"),
-        (LLAMA, REAL_LOGITS)),
-    "load_gguf_weights transposes the square matrices": ("load_gguf_weights", Edit(
-        "            param.copy_(tensor)\n",
-        "            param.copy_(tensor.T if tensor.ndim == 2 and tensor.shape[0] == tensor.shape[1] else tensor)\n",
-        why="(in, out)"),
-        (REAL_LOGITS,)),
-    "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
-        "        logits = model(step_input, cache) if use_cache else model(idx)\n",
-        "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
-        (GENERATE,)),
-    "generate never stops at eos_id": ("generate", Edit(
-        "        if eos_id is not None and next_id.item() == eos_id:\n            break\n", "", why="no stop"),
-        (GENERATE,)),
-    "chat template without the assistant's turn opened": ("chat_prompt", Edit(
-        '    return turns + "<|im_start|>assistant\\n"', "    return turns", why="no generation prompt"),
-        (CHAT,)),
-    "chat template without the default system message": ("chat_prompt", Edit(
-        '    if not messages or messages[0]["role"] != "system":\n'
-        '        default = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"\n'
-        '        messages = [{"role": "system", "content": default}] + list(messages)\n', "",
-        why="no default system message"),
-        (CHAT,)),
-    "SmolLM2's digit rule forgotten (GPT-2's pre-tokenizer alone)": ("smollm_pretokenize", Edit(
-        '    pieces = regex.split(r"(\\p{N})", text)  # odd places: one numeric character each\n',
-        "    pieces = [text]\n", why="no digit split"),
-        (PRETOKENIZE, ENCODE)),
-    "only the digits 0-9 split apart (not every numeric character)": ("smollm_pretokenize", Edit(
-        'regex.split(r"(\\p{N})", text)', 'regex.split(r"([0-9])", text)', why="ASCII digits"),
-        (PRETOKENIZE, ENCODE)),
-}
 
 # One alternate holding all four (each full grade costs about 30 s of CI): every one must keep full marks.
 ALTERNATES = {

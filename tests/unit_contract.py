@@ -6,9 +6,11 @@ would be graded (structure check, sandboxed worker, hidden checks):
 
 - the solution, typed into the released notebook: full marks;
 - the released notebook, unchanged: zero on every check, without crashing;
-- each known-wrong variant (the solution with one function swapped for a
-  wrong version): the checks written to catch it score 0, and their messages
-  hold no code.
+- each known mistake (``autograder/<id>/mistakes.py``: the solution with one
+  function swapped for a wrong version): the checks written to catch it score
+  0, their messages hold no code, and what `lmcourse report` makes of its
+  grade is that mistake (its signature matches exactly); an honest notebook
+  matches no mistake, and every mistake's hint is advice, not code.
 
 And, as a student would run it in Jupyter, the solution notebook under nbval
 (``pytest --nbval-lax`` in a subprocess, demo cells included): every cell runs,
@@ -32,7 +34,9 @@ import pytest
 from lmcourse.course import load_release, load_source
 from lmcourse.grading import grade_notebook
 from lmcourse.grading import notebook as nbmod
-from lmcourse.instructor.testing import Edit, released_notebook, submission_from_solution  # noqa: F401 (Edit: the type of variants)
+from lmcourse.grading import signatures as sig
+from lmcourse.instructor import mistakes
+from lmcourse.instructor.testing import Edit, released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,10 +142,11 @@ class UnitContract:
     MAX_SCORE: float
     STUDENT_FUNCTIONS: int  # how many `raise NotImplementedError()` stubs the release holds
     RELEASE_MUST_NOT_CONTAIN: tuple[str, ...] = ()  # tell-tale fragments of the solution
-    # variant name -> (function replaced, wrong definition, names of the checks that must score 0)
+    # variant name -> (function replaced, wrong definition, names of the checks that must score 0): the
+    # catalogue's, autograder/<id>/mistakes.py (`lmcourse.instructor.mistakes`)
     VARIANTS: dict[str, tuple[str, "str | Edit | list[Edit]", tuple[str, ...]]] = {}
-    # checks too slow to run for every correct alternate (a training run); a known-wrong variant runs
-    # only the checks named as its catchers anyway; the solution and the release run everything
+    # checks too slow to run for every correct alternate (a training run); a known mistake runs every check
+    # but its catalogue's LEAVE_OUT, less its own catchers; the solution and the release run everything
     EXPENSIVE: tuple[str, ...] = ()
     # EXPENSIVE checks whose known-wrong variants run only with LMCOURSE_ALL_TRAINING=1 (README, "Tests beyond
     # make test"): a unit whose training proofs do not fit CI says so here
@@ -229,19 +234,51 @@ class UnitContract:
         assert r["score"] == 0 and r["max_score"] == self.MAX_SCORE
         assert all("NotImplementedError" in t.get("output", "") for t in r["tests"])
 
+    @pytest.fixture(scope="class")
+    @classmethod
+    def mistake_grades(cls, tmp_path_factory):
+        """Every known mistake graded as a submission (`lmcourse.instructor.mistakes.grade_all`: every check
+        but the slow ones of the catalogue's LEAVE_OUT that a mistake is not written to fail), once per unit:
+        the per-mistake tests below read their grade here, and their signatures are the catalogue's."""
+        names = [name for name, (_, _, catchers) in cls.VARIANTS.items() if not cls._opted_out(catchers)]
+        return mistakes.grade_all(ROOT, cls.AID, tmp_path_factory.mktemp("mistakes"), tier="cpu", names=names)
+
+    @classmethod
+    def _opted_out(cls, catchers) -> bool:
+        return bool(set(catchers) & set(cls.EXPENSIVE_OPT_IN)) and os.environ.get("LMCOURSE_ALL_TRAINING") != "1"
+
+    def test_every_mistake_has_a_hint_and_no_code_in_it(self):
+        """A hint is advice a student reads beside a failing check: what to look at and why, never code
+        (no assignment, indexing, braces or call), and never the solution's or the mistake's own lines."""
+        catalogue = mistakes.load(ROOT, self.AID)
+        assert list(catalogue) == list(self.VARIANTS)
+        module = mistakes.module(ROOT, self.AID)
+        assert list(module.HINTS) == list(module.VARIANTS), "HINTS must name the VARIANTS, in their order"
+        code = re.compile(r"[=\[\]{};]|\w\(|\.\w+\(")
+        special = re.compile(r"\[(?:CLS|SEP|MASK|PAD|UNK)\]")  # BERT's tokens are words of the course, not code
+        for name, m in catalogue.items():
+            assert m.hint.strip() and len(m.hint) <= 280, f"{name!r}: a hint of 1-280 characters"
+            assert not code.search(special.sub("", m.hint)), f"{name!r}: the hint holds code: {m.hint!r}"
+            edits = [m.wrong] if isinstance(m.wrong, (str, Edit)) else list(m.wrong)
+            for edit in edits:
+                for line in ([edit] if isinstance(edit, str) else [edit.old, edit.new]):
+                    for fragment in line.splitlines():
+                        fragment = fragment.strip()
+                        assert len(fragment) < 12 or fragment not in m.hint, f"{name!r}: the hint quotes code"
+
     @pytest.mark.slow
-    def test_known_wrong_variant_is_caught(self, variant, tmp_path, solution_result):
+    def test_known_wrong_variant_is_caught(self, variant, mistake_grades, solution_result):
         function, source, catchers = self.VARIANTS[variant]
-        if set(catchers) & set(self.EXPENSIVE_OPT_IN) and os.environ.get("LMCOURSE_ALL_TRAINING") != "1":
+        if self._opted_out(catchers):
             pytest.skip(f"{self.AID}: a training-run proof that CI's 30 minutes cannot hold; "
                         "LMCOURSE_ALL_TRAINING=1 runs it")
-        nb = submission_from_solution(ROOT, self.AID, tmp_path, replace={function: source})
-        # Only the checks that must catch this variant run: what the others make of it is not part of
-        # the contract, and each left-out check saves CI time (a variant costs its sandbox and its catchers).
-        left_out = {t["name"] for t in solution_result["tests"]} - set(catchers)
-        r = grade_notebook(ROOT, self.AID, nb, tier="cpu", exclude=left_out)
+        r = mistake_grades[variant]
+        if isinstance(r, Exception):
+            raise r
         scores = scores_by_name(r)
-        assert not left_out & set(scores) and r["not_run"] == len(left_out)
+        # every check ran but the slow ones (LEAVE_OUT) this mistake is not written to fail
+        left_out = set(mistakes.leave_out(ROOT, self.AID)) - set(catchers)
+        assert set(scores) == {t["name"] for t in solution_result["tests"]} - left_out
         for name in catchers:
             assert name in scores, f"no check named {name!r}"
             assert scores[name] == 0, f"{variant}: check {name!r} should fail but scored {scores[name]}"
@@ -249,10 +286,30 @@ class UnitContract:
             assert output and "def " not in output  # a message, never code
         noise = [t["name"] for t in r["tests"] if NOISE.search(t.get("output", ""))]
         assert not noise, f"{variant}: pytest's assertion rewrite reached the student in {noise}"
-        assert r["score"] < r["max_score"]
+        assert r["score"] < r["max_score"] and r["status"] != "grader-error", r["message"]
         left_out_points = sum(t["max_score"] for t in solution_result["tests"] if t["name"] in left_out)
         assert math.isclose(r["max_score"] + left_out_points, self.MAX_SCORE)
 
+    @pytest.mark.slow
+    def test_a_graded_mistake_is_attributed_to_itself(self, variant, mistake_grades):
+        """What `lmcourse report` says of a submission with this mistake: its own signature is the top match
+        (exact), shared only with mistakes whose grades are the same (those it cannot be told apart from)."""
+        if variant not in mistake_grades:
+            pytest.skip(f"{variant!r} is graded only with LMCOURSE_ALL_TRAINING=1")
+        if isinstance(mistake_grades[variant], Exception):
+            pytest.fail(f"{variant!r} could not be graded: {mistake_grades[variant]}")
+        found = mistakes.signatures_from(ROOT, self.AID, mistake_grades)
+        top = sig.best(sig.matches(mistake_grades[variant]["tests"], found))
+        assert top and top[0].exact, f"{variant!r} matches no known mistake exactly"
+        assert variant in [m.mistake for m in top], \
+            f"{variant!r} is attributed to {[m.mistake for m in top]}"
+
+    @pytest.mark.slow
+    def test_an_honest_notebook_matches_no_mistake(self, solution_result, mistake_grades):
+        unknown = set(mistakes.leave_out(ROOT, self.AID)) - {t["name"] for t in solution_result["tests"]}
+        assert not unknown, f"LEAVE_OUT names no check of {self.AID}: {unknown}"
+        graded = {n: r for n, r in mistake_grades.items() if not isinstance(r, Exception)}
+        assert sig.matches(solution_result["tests"], mistakes.signatures_from(ROOT, self.AID, graded)) == []
 
     @pytest.mark.slow
     def test_correct_alternate_gets_full_marks(self, alternate, tmp_path):

@@ -26,6 +26,7 @@ Grading a cohort (above :mod:`lmcourse.grading`, which grades one notebook):
     gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
     gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner
     leaderboard a graded cohort's verified training results, ranked (reads the batch's results.json)
+    mistakes    the known mistakes (autograder/<id>/mistakes.py): each graded once, its signature cached
     preflight   solution full marks, release zero, on this machine, before any student
     testing     honest and known-wrong submissions built from the solutions, for tests and the preflight
 """

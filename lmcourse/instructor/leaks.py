@@ -12,7 +12,9 @@ What is secret:
 - **solution lines**: in ``solutions/*/*.ipynb``, the lines between
   ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (or ``HIDDEN TESTS``), and
   the whole of a solution cell without such markers (nbgrader replaces it
-  entirely in the release); every line of ``autograder/**/*.py``; minus what
+  entirely in the release); every line of ``autograder/**/*.py`` but the
+  known-mistake catalogues (``mistakes.py``: wrong code written as edits of
+  solution lines, which are secret as such already); minus what
   the student sees anyway (the rest of the source notebook) and lines too
   common to mean anything (imports, ``return x``, brackets, short lines);
 - **compiled answers**: the bytecode of every function that a solution cell
@@ -139,6 +141,13 @@ def notebook_lines(path: Path) -> tuple[list[str], list[str]]:
     return secret, public
 
 
+def _check_files(autograder: Path) -> list[Path]:
+    """The checks' Python files: not the known-mistake catalogues (`lmcourse.instructor.mistakes`), whose
+    wrong versions of the chapters' own code (a trainer that forgets to zero its gradients) the book may
+    show, and whose solution lines are secret where they come from."""
+    return sorted(p for p in autograder.rglob("*.py") if p.name != "mistakes.py")
+
+
 def secret_lines(solutions: Path, autograder: Path) -> dict[str, Origin]:
     """Normalised secret line -> where it comes from."""
     secrets: dict[str, Origin] = {}
@@ -148,7 +157,7 @@ def secret_lines(solutions: Path, autograder: Path) -> dict[str, Origin]:
         public.update(normalise(text) for line in shown for text in (line, without_comment(line)))
         for line in hidden:
             secrets.setdefault(normalise(line), Origin(str(nb), line.strip()))
-    for py in sorted(autograder.rglob("*.py")):
+    for py in _check_files(autograder):
         for line in py.read_text(encoding="utf-8").splitlines():
             secrets.setdefault(normalise(line), Origin(str(py), line.strip()))
     out = {}
@@ -207,7 +216,7 @@ def secret_bytecode(solutions: Path, autograder: Path, releases: Path | None = N
             for cell in json.loads(nb.read_text(encoding="utf-8")).get("cells", []):
                 if cell.get("cell_type") == "code":
                     public.update(_functions(_cell_source(cell), str(nb)))
-    for py in sorted(autograder.rglob("*.py")):
+    for py in _check_files(autograder):
         for fp, name in _functions(py.read_text(encoding="utf-8"), str(py)).items():
             out.setdefault(fp, Origin(str(py), f"compiled {name}"))
     return {fp: o for fp, o in out.items() if fp not in public}

@@ -5,7 +5,7 @@ week: learning objectives, a 75-minute lecture plan that follows the unit's
 slide deck, in-class questions with answers, the mistakes students make in
 the assignment, and what the assignment costs (a student's time, the
 grader's CPU and GPU time). The common mistakes come from the unit's
-known-wrong variants (``VARIANTS`` in ``tests/test_unitNN_*.py``), so each
+known mistakes (``VARIANTS`` in ``autograder/<unit>/mistakes.py``), so each
 one names a bug the hidden checks are proven to catch; because they say what
 the hidden checks test, the pages are rendered to ``book/_build/instructors/``,
 next to the public site and never inside it (the leak test checks both).
@@ -29,22 +29,24 @@ LECTURE_MINUTES = 75
 
 
 def variant_names(root: Path, unit: str) -> set[str]:
-    """The known-wrong variants of a unit's assignment: the keys of VARIANTS in its test file (read, not run)."""
-    number = unit.split("-")[0]
+    """The known mistakes of a unit's assignment: the keys of VARIANTS in ``autograder/<unit>/mistakes.py``
+    (read, not run)."""
     found: set[str] = set()
-    for path in sorted((root / "tests").glob(f"test_unit{number}_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in tree.body:
-            target = value = None
-            if isinstance(node, ast.AnnAssign):
-                target, value = node.target, node.value
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-            if isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(value, ast.Dict):
-                found |= {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-            if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                    and target.value.id == "VARIANTS" and isinstance(target.slice, ast.Constant)):
-                found.add(target.slice.value)
+    path = root / "autograder" / unit / "mistakes.py"
+    if not path.is_file():
+        return found
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = value = None
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(value, ast.Dict):
+            found |= {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and target.value.id == "VARIANTS" and isinstance(target.slice, ast.Constant)):
+            found.add(target.slice.value)
     return found
 
 
@@ -91,7 +93,7 @@ def check_notes(root: Path, unit: str, deck_slides: int | None = None) -> list[s
         name = m.strip().strip("`")
         if name not in known:
             problems.append(f"{unit} notes: the mistake {name!r} is not a known-wrong variant of the unit "
-                            "(a key of VARIANTS in its tests/test_unit*.py, copied exactly)")
+                            "(a key of VARIANTS in autograder/<unit>/mistakes.py, copied exactly)")
     for block in re.split(r"(?m)^### ", sections.get("Common mistakes", ""))[1:]:
         for label in ("**The bug.**", "**What the student sees.**", "**How to help.**"):
             if label not in block:

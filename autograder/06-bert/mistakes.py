@@ -1,0 +1,244 @@
+"""Known mistakes of 06-bert: the bugs students really write in BERT, in WordPiece (no `##` continuation,
+shortest match first, a partial [UNK], no length limit), in MLM masking (specials selected, the wrong positions
+corrupted or labelled, wrong 80/10/10 shares, the generator ignored), in the encoder (GELU, LayerNorm eps, norm
+order, padding, embeddings), in pooling and the heads, and one per training run (pretraining, fine-tuning).
+
+Course data, instructors only (see `lmcourse.instructor.mistakes`): each mistake edits the solution and
+names the checks proven to catch it (tests/unit_contract.py grades every one), and HINTS holds the advice a
+student sees when their failures match it.
+"""
+
+from __future__ import annotations
+
+from lmcourse.instructor.testing import Edit
+
+# The checks' names, as the student sees them.
+WORDPIECE = ("wordpiece_tokenize: the ids equal the reference tokenizer's on MiniLM's vocabulary (punctuation, "
+             "accents, numbers, unknown and over-long words, empty text, lines of Shakespeare, random strings)")
+MASK_STRUCTURE = ("mask_tokens: labels, unselected positions, special positions and random replacements as "
+                  "specified; the generator decides")
+MASK_STATS = ("mask_tokens: on 200,000 positions, 15% selected and of those 80% [MASK], 10% random, 10% unchanged, "
+              "independent of token and position; random ids uniform over the non-special vocabulary")
+LAYER = ("BertLayer: outputs and gradients match the reference with the same weights (post-norm, exact GELU, "
+         "padding mask; float32 and float64)")
+EMBED = ("BertModel.embed: token + position + segment embeddings and their LayerNorm match the reference with the "
+         "same weights")
+MODEL = ("BertModel: hidden states and gradients match the reference with the same weights (padded batches, two "
+         "segments; float32, float64, another device)")
+MINILM = ("BertModel with MiniLM's real weights: hidden states equal the reference's on padded WordPiece batches "
+          "(atol 1e-4), and padding changes no real token's state")
+SENTENCES = "mean_pool: MiniLM's sentence embeddings from your BertModel and mean_pool equal the reference's"
+MLM_HEAD = ("BertForMLM: logits and gradients match the reference with the same weights; the decoder is the token "
+            "embedding matrix (tied)")
+MLM_LOSS = "mlm_loss: the mean cross-entropy over the selected positions only"
+PRETRAIN = ("pretrain_mlm: the pretrained model's masked-LM loss on held-out lines (masked by the grader) is low "
+            "enough")
+FINE_TUNE = ("fine_tune: the pretrained encoder, fine-tuned, tells real lines from shuffled ones more accurately than "
+             "the same recipe from scratch can")
+CLASSIFIER = ("BertClassifier: logits and gradients match the reference with the same weights (the head reads [CLS], "
+              "position 0)")
+
+_LONGEST = ("            while end > start:  # the longest piece that starts at `start`\n"
+            "                piece = word[start:end] if start == 0 else \"##\" + word[start:end]\n"
+            "                if piece in vocab:\n"
+            "                    break\n"
+            "                end -= 1\n")
+_RAND = "    outcome = torch.rand(ids.shape, generator=generator).to(ids.device)  # one draw decides mask / random / keep\n"
+_POST = "        x = self.ln1(x + self.attn(x, mask=mask))  # post-norm: the sum is normalised\n"
+_FF = "        return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))  # F.gelu's default is the exact (erf) GELU"
+_EMBED = "        return self.emb_ln(self.tok_emb(ids) + self.pos_emb(positions) + self.seg_emb(token_type_ids))"
+_MASK = "        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)"
+
+# name -> (function or class replaced, the wrong version: Edit(s) of the solution's own definition;
+# checks that must score 0)
+VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
+    "WordPiece continuations looked up without '##'": ("wordpiece_tokenize", Edit(
+        "piece = word[start:end] if start == 0 else \"##\" + word[start:end]", "piece = word[start:end]",
+        why="every piece looked up as a word start"),
+        (WORDPIECE,)),
+    "WordPiece shortest match first": ("wordpiece_tokenize", Edit(
+        _LONGEST,
+        "            end = start + 1\n"
+        "            while end <= len(word):  # the shortest piece that starts at `start`\n"
+        "                piece = word[start:end] if start == 0 else \"##\" + word[start:end]\n"
+        "                if piece in vocab:\n"
+        "                    break\n"
+        "                end += 1\n"
+        "            if end > len(word):\n"
+        "                end = start\n", why="grows the piece from one character"),
+        (WORDPIECE,)),
+    "WordPiece: only the part that cannot be cut becomes [UNK]": ("wordpiece_tokenize", Edit(
+        "            if end == start:  # nothing fits here: the whole word is unknown\n"
+        "                pieces = [unk]\n                break\n",
+        "            if end == start:  # nothing fits here: this part is unknown\n"
+        "                pieces.append(unk)\n                break\n", why="keeps the pieces found before"),
+        (WORDPIECE,)),
+    "WordPiece without the 100-character limit": ("wordpiece_tokenize", Edit(
+        "        if len(word) > MAX_CHARS_PER_WORD:\n            ids.append(unk)\n            continue\n", "",
+        why="a 101-character word is cut into pieces"),
+        (WORDPIECE,)),
+    "mask_tokens selects special positions": ("mask_tokens", Edit(
+        "    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
+        "    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device)\n", why="[CLS], [SEP], [PAD] too"),
+        (MASK_STRUCTURE, MASK_STATS)),
+    "mask_tokens applies 80/10/10 to every position, not only the selected": ("mask_tokens", [
+        Edit("    inputs[selected & (outcome < 0.8)] = mask_id\n", "    inputs[selectable & (outcome < 0.8)] = mask_id\n",
+             why="every position corrupted"),
+        Edit("    swap = selected & (outcome >= 0.8) & (outcome < 0.9)\n",
+             "    swap = selectable & (outcome >= 0.8) & (outcome < 0.9)\n", why="every position corrupted")],
+        (MASK_STRUCTURE,)),  # the statistics look at the selected positions only
+    "mask_tokens labels every position": ("mask_tokens", Edit(
+        "    labels = torch.where(selected, ids, torch.full_like(ids, -100))\n", "    labels = ids.clone()\n",
+        why="the loss then covers every position"),
+        (MASK_STRUCTURE, MASK_STATS)),
+    "mask_tokens draws random replacements from the whole vocabulary, specials included": ("mask_tokens", Edit(
+        "    allowed[list(special_ids)] = False\n", "", why="[PAD] or [CLS] as a random token"),
+        (MASK_STRUCTURE,)),
+    "mask_tokens: 2% random replacements (TensorFlow's collator)": ("mask_tokens", Edit(
+        "    swap = selected & (outcome >= 0.8) & (outcome < 0.9)\n",
+        "    swap = selected & (outcome >= 0.8) & (outcome < 0.82)\n", why="0.1 of the remaining 20%"),
+        (MASK_STATS,)),
+    "mask_tokens: 80% [MASK], 20% random, none unchanged": ("mask_tokens", Edit(
+        "    swap = selected & (outcome >= 0.8) & (outcome < 0.9)\n", "    swap = selected & (outcome >= 0.8)\n",
+        why="no position left as it was"),
+        (MASK_STATS,)),
+    "mask_tokens ignores the generator it is given": ("mask_tokens", [
+        Edit("    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
+             "    selected = (torch.rand(ids.shape) < p).to(ids.device) & selectable\n", why="torch's global generator"),
+        Edit(_RAND, "    outcome = torch.rand(ids.shape).to(ids.device)\n", why="torch's global generator"),
+        Edit("torch.randint(len(choices), ids.shape, generator=generator)", "torch.randint(len(choices), ids.shape)",
+             why="torch's global generator")],
+        (MASK_STRUCTURE,)),
+    "tanh-approximate GELU": ("BertLayer", Edit(
+        _FF, "        return self.ln2(x + self.ff2(F.gelu(self.ff1(x), approximate='tanh')))",
+        why="GPT-2's GELU, not BERT's"),
+        (LAYER, MODEL, MINILM)),
+    # measured on MiniLM: eps 1e-5 in emb_ln moves the states by 1.6e-3; in the layers' LayerNorms only, by 9.7e-5
+    "LayerNorm with PyTorch's default eps (1e-5)": ("BertModel", Edit(
+        "        self.emb_ln = nn.LayerNorm(d_model, eps=eps)\n", "        self.emb_ln = nn.LayerNorm(d_model)\n",
+        why="eps 1e-5"),
+        (MINILM,)),
+    "pre-norm layer instead of BERT's post-norm": ("BertLayer", [
+        Edit(_POST, "        x = x + self.attn(self.ln1(x), mask=mask)\n", why="GPT-2's order"),
+        Edit(_FF, "        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))", why="GPT-2's order")],
+        (LAYER, MODEL, MINILM)),
+    "padding not masked in attention": ("BertModel", Edit(_MASK, "        mask = None", why="attends to [PAD]"),
+        (MODEL, MINILM)),
+    "no segment embeddings": ("BertModel", Edit(
+        _EMBED, "        return self.emb_ln(self.tok_emb(ids) + self.pos_emb(positions))", why="token types ignored"),
+        (EMBED, MODEL, MINILM)),
+    "no position embeddings": ("BertModel", Edit(
+        _EMBED, "        return self.emb_ln(self.tok_emb(ids) + self.seg_emb(token_type_ids))", why="a bag of tokens"),
+        (EMBED, MODEL, MINILM)),
+    "mean_pool averages the padding too": ("mean_pool", Edit(
+        "    return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)", "    return h.mean(dim=1)",
+        why="every position, padding included"),
+        (SENTENCES,)),
+    "MLM decoder with a matrix of its own (not tied)": ("BertForMLM", [
+        Edit("        self.bias = nn.Parameter(torch.zeros(vocab_size))\n",
+             "        self.bias = nn.Parameter(torch.zeros(vocab_size))\n"
+             "        self.decoder = nn.Linear(d_model, vocab_size, bias=False)\n", why="a second V x d matrix"),
+        Edit("        return self.ln(F.gelu(self.dense(h))) @ self.bert.tok_emb.weight.T + self.bias",
+             "        return self.decoder(self.ln(F.gelu(self.dense(h)))) + self.bias", why="untied")],
+        (MLM_HEAD,)),
+    "mlm_loss averaged over every position": ("mlm_loss", Edit(
+        "    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)",
+        "    losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100,\n"
+        "                             reduction='none')\n"
+        "    return losses.mean()  # unselected positions count as 0", why="divides by every position"),
+        (MLM_LOSS,)),
+    "classifier on the mean of the tokens, not [CLS]": ("BertClassifier", Edit(
+        "        return self.head(h[:, 0])  # [CLS] is at position 0", "        return self.head(h.mean(dim=1))",
+        why="mean pooling where [CLS] is documented"),
+        (CLASSIFIER,)),
+    # the two training runs, each with the bug that defeats it (about a minute each on one core)
+    "pretrain_mlm predicts the corrupted inputs, not the original ids": ("pretrain_mlm", Edit(
+        "        loss = mlm_loss(model.head(h[selected]), labels[selected])",
+        "        loss = mlm_loss(model.head(h[selected]), inputs[selected])", why="learns to copy [MASK]"),
+        (PRETRAIN,)),
+    "fine_tune ignores bert_state (always from scratch)": ("fine_tune", Edit(
+        "    if bert_state is not None:\n"
+        "        model.bert.load_state_dict({name: torch.as_tensor(value) for name, value in bert_state.items()})\n",
+        "", why="the pretrained encoder never used"),
+        (FINE_TUNE,)),
+}
+
+# Checks a mistake's signature leaves out unless the mistake is written to fail them: the training runs,
+# and the check that loads MiniLM's real weights (too slow to run for every mistake).
+LEAVE_OUT: tuple[str, ...] = (PRETRAIN, FINE_TUNE, MINILM)
+
+# What a student reads when their failing checks match the mistake: advice, never code.
+HINTS: dict[str, str] = {
+    "WordPiece continuations looked up without '##'":
+        "Check how you look up a piece that does not start the word: the vocabulary stores continuations with "
+        "the ## prefix, so the same letters are a different piece inside a word than at its start.",
+    "WordPiece shortest match first":
+        "Check which piece you take at each position: WordPiece is greedy, longest match first, so from each "
+        "starting point it keeps the longest piece in the vocabulary, not the first one that fits.",
+    "WordPiece: only the part that cannot be cut becomes [UNK]":
+        "Check what happens when no piece fits partway through a word: WordPiece then gives up on the whole "
+        "word, which becomes a single unknown token, and the pieces already found are discarded.",
+    "WordPiece without the 100-character limit":
+        "Check how you treat very long words: past the tokenizer's maximum number of characters per word, a word "
+        "is not cut into pieces at all but becomes a single unknown token.",
+    "mask_tokens selects special positions":
+        "Check which positions can be selected: the CLS, SEP and padding positions are never masked, predicted "
+        "or labelled, so the selection must leave them out.",
+    "mask_tokens applies 80/10/10 to every position, not only the selected":
+        "Check which positions your corruption touches: the mask token and the random replacements go only to "
+        "the positions selected for prediction, and every other position must reach the model as it was.",
+    "mask_tokens labels every position":
+        "Check your labels: only the selected positions carry their original id as a target, and every other "
+        "position is marked to be ignored by the loss, since the model sees those tokens in its input.",
+    "mask_tokens draws random replacements from the whole vocabulary, specials included":
+        "Check where your random replacements come from: they are drawn uniformly from the ordinary vocabulary "
+        "only, so a special token such as the padding or CLS token never appears as a random replacement.",
+    "mask_tokens: 2% random replacements (TensorFlow's collator)":
+        "Check the shares among the selected positions: 80 percent become the mask token, 10 percent a random "
+        "token and 10 percent stay unchanged, each share a fraction of all selected positions, not of those left "
+        "over.",
+    "mask_tokens: 80% [MASK], 20% random, none unchanged":
+        "Check whether any selected positions keep their own token: BERT leaves one in ten as it was, so the "
+        "model cannot assume that every visible token is right and must learn a useful representation for each.",
+    "mask_tokens ignores the generator it is given":
+        "Check that every random draw in your masking uses the generator passed in, not PyTorch's global one: "
+        "the same generator state must give the same masking, which is what makes an experiment reproducible.",
+    "tanh-approximate GELU":
+        "Check which GELU your feed-forward uses: BERT's is the exact one, defined with the error function, and "
+        "the tanh approximation, GPT-2's choice, differs enough to fail a comparison with the same weights.",
+    "LayerNorm with PyTorch's default eps (1e-5)":
+        "Check the epsilon of every LayerNorm, the one after the embeddings included: BERT's configuration sets "
+        "a far smaller value than PyTorch's default, and with real weights the difference shows in the hidden "
+        "states.",
+    "pre-norm layer instead of BERT's post-norm":
+        "Check where each LayerNorm sits in your layer: BERT is post-norm, normalising the sum of a sublayer's "
+        "input and output, whereas pre-norm, GPT-2's order, normalises only the sublayer's input.",
+    "padding not masked in attention":
+        "Check that the attention mask reaches every layer: without it the real tokens attend to the padding "
+        "positions too, and their states change with how much a batch happens to be padded.",
+    "no segment embeddings":
+        "Check what your embedding adds up: BERT sums token, position and segment embeddings before its "
+        "LayerNorm, and without the segment term the model cannot tell the first sentence of a pair from the "
+        "second.",
+    "no position embeddings":
+        "Check that word order reaches the model: attention by itself ignores order, so without the learned "
+        "position embeddings in the sum BERT sees each sentence as a bag of tokens.",
+    "mean_pool averages the padding too":
+        "Check what your average covers: a sentence embedding is the mean over its real tokens only, weighted by "
+        "the attention mask, so padding counts neither in the sum nor in the number you divide by.",
+    "MLM decoder with a matrix of its own (not tied)":
+        "Check the output layer of your MLM head: BERT ties it to the token embedding matrix and keeps only a "
+        "bias of its own, so the head reuses those weights rather than adding a second vocabulary-sized matrix.",
+    "mlm_loss averaged over every position":
+        "Check what your loss divides by: the mean cross-entropy is over the selected positions only, and "
+        "counting the ignored positions too shrinks the loss by the ratio of all positions to selected ones.",
+    "classifier on the mean of the tokens, not [CLS]":
+        "Check which hidden state your classifier reads: BERT's head takes the final state of the CLS token at "
+        "position 0, which fine-tuning shapes to stand for the whole input, not an average over the tokens.",
+    "pretrain_mlm predicts the corrupted inputs, not the original ids":
+        "Check the targets of your pretraining loss: the model must predict the original ids at the selected "
+        "positions, not the corrupted inputs it reads, or it merely learns to copy the mask token.",
+    "fine_tune ignores bert_state (always from scratch)":
+        "Check that fine-tuning starts from the pretrained encoder it is given: if those weights never reach the "
+        "classifier's encoder, the run trains from scratch and loses all that pretraining learned.",
+}

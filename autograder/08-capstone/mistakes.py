@@ -1,0 +1,158 @@
+"""Known mistakes of 08-capstone: the wrong implementations students really write, each with the checks
+proven to catch it and a hint for the student.
+
+Course data, instructors only (see `lmcourse.instructor.mistakes`): each mistake edits the solution and
+names the checks proven to catch it (tests/unit_contract.py grades every one, and proves that its grade is
+attributed to it), and HINTS holds the advice a student reads when their failures match it. It lives beside
+the hidden checks, out of the student worker's sight and out of the student edition.
+"""
+
+from __future__ import annotations
+
+from lmcourse.instructor.testing import Edit
+
+
+RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
+           "float32 and float64, another device)")
+ROPE = ("apply_rope: the same rotation as the reference (adjacent pairs, the angles positions x base^(-2i/d_head); "
+        "float32 and float64)")
+SWIGLU = "SwiGLU: outputs and gradients match the reference with the same weights (SiLU on gate, times up, then down; float32 and float64)"
+ATTENTION = ("GroupedQueryAttention: outputs and gradients match the reference with the same weights (RoPE, heads "
+             "shared in groups, causal, scaled; float32 and float64)")
+ATTENTION_CACHE = ("GroupedQueryAttention with a KVCache: a prompt, single positions and chunks give the full "
+                   "forward's outputs; runs where its input is")
+LLAMA = ("Llama: logits and gradients match the reference with the same weights (pre-norm blocks, final RMSNorm, "
+         "tied output layer; float32, float64, with a KVCache)")
+REAL_LOGITS = ("SmolLM2's weights loaded by load_gguf_weights into your Llama: the logits equal the reference's on "
+               "hidden prompts (chat, code, numbers, French)")
+REAL_CACHE = ("SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then a chunk give the logits of the "
+              "whole sequence")
+GENERATE = ("generate with SmolLM2: greedy tokens are the argmax at every step, the same with the cache and without, "
+            "and generation stops after eos_id")
+CHAT = ("chat_prompt: SmolLM2's own chat format on hidden conversations (the default system message, every turn, the "
+        "assistant's turn opened)")
+PRETOKENIZE = "smollm_pretokenize: each numeric character alone, GPT-2's pattern on the text between"
+ENCODE = ("smollm_encode with SmolLM2's merges and special tokens: the real tokenizer's ids on varied text (numbers, "
+          "code, scripts, emoji, chat tokens)")
+
+_PAIRS = ("    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2): the two features of each pair\n"
+          "    rotated = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (..., T, d_head/2, 2)\n"
+          "    return rotated.flatten(-2)  # pairs back in place: (..., T, d_head)")  # the definition's last line
+_RMS = "        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)\n"
+_REPEAT = "        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, n_heads, T_all, d_head)\n"
+
+VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
+    "RoPE rotates the two halves (Hugging Face's layout), not adjacent pairs": ("apply_rope", Edit(
+        _PAIRS,
+        "    a, b = x[..., : d_head // 2], x[..., d_head // 2:]  # the two halves\n"
+        "    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)", why="halves"),
+        (ROPE, REAL_LOGITS)),
+    "RoPE positions restart at 0 with a cache": ("GroupedQueryAttention", Edit(
+        "        positions = torch.arange(start, start + T, device=x.device)\n",
+        "        positions = torch.arange(T, device=x.device)  # the new positions, from 0 at every call\n",
+        why="positions not advanced"),
+        (ATTENTION_CACHE, LLAMA, REAL_CACHE, GENERATE)),
+    "key/value heads repeated in the wrong order (repeat, not repeat_interleave)": ("GroupedQueryAttention", Edit(
+        _REPEAT, "        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (B, n_heads, T_all, d_head)\n",
+        why="head j reads key/value head j % n_kv_heads"),
+        (ATTENTION, REAL_LOGITS)),
+    "attention scaled by 1/sqrt(d_model), not 1/sqrt(d_head)": ("GroupedQueryAttention", Edit(
+        "/ math.sqrt(self.d_head)", "/ math.sqrt(self.n_heads * self.d_head)", why="d_model"),
+        (ATTENTION, REAL_LOGITS)),
+    "GroupedQueryAttention ignores rope_base (always apply_rope's default)": ("GroupedQueryAttention", Edit(
+        "        q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)\n",
+        "        q, k = apply_rope(q, positions), apply_rope(k, positions)\n", why="the default base"),
+        (ATTENTION,)),
+    "RMSNorm subtracts the mean (LayerNorm without a bias)": ("RMSNorm", Edit(
+        _RMS, "        x = x - x.mean(dim=-1, keepdim=True)\n" + _RMS, why="centred"),
+        (RMSNORM,)),
+    "RMSNorm adds epsilon outside the square root": ("RMSNorm", Edit(
+        _RMS, "        rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True)) + self.eps  # (..., 1)\n",
+        why="eps outside"),
+        (RMSNORM,)),
+    "SwiGLU with gate and up swapped": ("SwiGLU", Edit(
+        "self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.up(x)) * self.gate(x))",
+        why="the SiLU on up"),
+        (SWIGLU, REAL_LOGITS)),
+    "output layer not tied to the token embedding": ("Llama", Edit(
+        "        self.lm_head.weight = self.tok_emb.weight  # tied: one (vocab_size, d_model) matrix reads and writes "
+        "tokens\n", "", why="untied"),
+        (LLAMA, REAL_LOGITS)),
+    "load_gguf_weights transposes the square matrices": ("load_gguf_weights", Edit(
+        "            param.copy_(tensor)\n",
+        "            param.copy_(tensor.T if tensor.ndim == 2 and tensor.shape[0] == tensor.shape[1] else tensor)\n",
+        why="(in, out)"),
+        (REAL_LOGITS,)),
+    "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
+        "        logits = model(step_input, cache) if use_cache else model(idx)\n",
+        "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
+        (GENERATE,)),
+    "generate never stops at eos_id": ("generate", Edit(
+        "        if eos_id is not None and next_id.item() == eos_id:\n            break\n", "", why="no stop"),
+        (GENERATE,)),
+    "chat template without the assistant's turn opened": ("chat_prompt", Edit(
+        '    return turns + "<|im_start|>assistant\\n"', "    return turns", why="no generation prompt"),
+        (CHAT,)),
+    "chat template without the default system message": ("chat_prompt", Edit(
+        '    if not messages or messages[0]["role"] != "system":\n'
+        '        default = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"\n'
+        '        messages = [{"role": "system", "content": default}] + list(messages)\n', "",
+        why="no default system message"),
+        (CHAT,)),
+    "SmolLM2's digit rule forgotten (GPT-2's pre-tokenizer alone)": ("smollm_pretokenize", Edit(
+        '    pieces = regex.split(r"(\\p{N})", text)  # odd places: one numeric character each\n',
+        "    pieces = [text]\n", why="no digit split"),
+        (PRETOKENIZE, ENCODE)),
+    "only the digits 0-9 split apart (not every numeric character)": ("smollm_pretokenize", Edit(
+        'regex.split(r"(\\p{N})", text)', 'regex.split(r"([0-9])", text)', why="ASCII digits"),
+        (PRETOKENIZE, ENCODE)),
+}
+
+# Checks a mistake's grade leaves out unless the mistake is written to fail them: those that load SmolLM2's
+# real weights or its tokenizer's 49,000 merges (5-11 s each on one core).
+LEAVE_OUT: tuple[str, ...] = (REAL_LOGITS, REAL_CACHE, GENERATE, CHAT, ENCODE)
+
+# What a student whose failing checks match the mistake reads: advice, never code.
+HINTS: dict[str, str] = {
+    "RoPE rotates the two halves (Hugging Face's layout), not adjacent pairs":
+        "Check which features your rotation pairs up: this course's layout, the GGUF file's, rotates adjacent "
+        "pairs of features, not the first half against the second.",
+    "RoPE positions restart at 0 with a cache":
+        "Check the positions you rotate new tokens by when a cache holds earlier ones: they continue after "
+        "the cached positions.",
+    "key/value heads repeated in the wrong order (repeat, not repeat_interleave)":
+        "Check which key and value head each query head reads: consecutive query heads share one key and "
+        "value head, so each is repeated in place, not the whole set tiled.",
+    "attention scaled by 1/sqrt(d_model), not 1/sqrt(d_head)":
+        "Check the scale of your attention scores: divide by the square root of one head's width, not the "
+        "model's.",
+    "GroupedQueryAttention ignores rope_base (always apply_rope's default)":
+        "Check that your attention passes its own RoPE base on to the rotation: SmolLM2's base is not the "
+        "default.",
+    "RMSNorm subtracts the mean (LayerNorm without a bias)":
+        "Check what RMSNorm computes: it divides by the root mean square of the features and never subtracts "
+        "their mean.",
+    "RMSNorm adds epsilon outside the square root":
+        "Check where epsilon goes: it is added to the mean square, inside the square root.",
+    "SwiGLU with gate and up swapped":
+        "Check which projection goes through the SiLU: the gate's, which then multiplies the up projection.",
+    "output layer not tied to the token embedding":
+        "Check the output layer: SmolLM2 reuses the token embedding matrix for its logits, tied.",
+    "load_gguf_weights transposes the square matrices":
+        "Check the orientation of each matrix you load: compare its shape with your layer's weight, and do "
+        "not transpose a matrix whose layout already matches, even when it is square.",
+    "generate ignores use_cache (the whole sequence at every step)":
+        "Check what `generate` feeds the model when the cache is on: only the new token after the prompt.",
+    "generate never stops at eos_id":
+        "Check that generation stops once the end-of-sequence token has been produced.",
+    "chat template without the assistant's turn opened":
+        "Check the end of your prompt: it opens the assistant's turn, so that the model writes the reply.",
+    "chat template without the default system message":
+        "Check a conversation that has no system message: SmolLM2's template adds its default one first.",
+    "SmolLM2's digit rule forgotten (GPT-2's pre-tokenizer alone)":
+        "Check how numbers are split before the merges: SmolLM2 puts each digit in a pre-token of its own, "
+        "before GPT-2's pattern runs on the rest.",
+    "only the digits 0-9 split apart (not every numeric character)":
+        "Check which characters count as digits for the split: every numeric character in Unicode, not only "
+        "the ten ASCII ones.",
+}
