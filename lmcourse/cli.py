@@ -124,6 +124,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return instructor_cli.leaderboard(_course_root(args), args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from lmcourse.instructor import cli as instructor_cli
+
+    return instructor_cli.report(_course_root(args), args)
+
+
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from lmcourse.instructor import cli as instructor_cli
 
@@ -227,6 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="the page to write (default: GRADES/leaderboard.html)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_leaderboard)
+
+    p = instructors("report", help="(instructors) what a graded cohort got wrong: scores, the checks failed most, "
+                                      "the known mistakes matched, grader errors and time, as an HTML page and CSV")
+    p.add_argument("assignment", help="assignment id, e.g. 05-transformer")
+    p.add_argument("grades", type=Path, help="the --out folder of `lmcourse grade` (holds students/), a folder of "
+                                             "Gradescope results.json files, or Gradescope's submissions export")
+    p.add_argument("--out", type=Path, help="the page to write (default: GRADES/report.html); the CSV files go beside it")
+    p.add_argument("--no-mistakes", action="store_true",
+                   help="do not match the known mistakes (the first run grades each of them once: minutes)")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.set_defaults(func=cmd_report)
 
     p = instructors("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")

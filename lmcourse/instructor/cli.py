@@ -1,4 +1,4 @@
-"""``lmcourse grade | leaderboard | gradescope``: the instructors' faces of the grader.
+"""``lmcourse grade | leaderboard | report | gradescope``: the instructors' faces of the grader.
 
 The top of the grader's layers: ``lmcourse grade`` → `batch` (or `slurm`) →
 `lmcourse.grading.runner` → `plugin` → `sandbox`, each importing only the ones
@@ -84,6 +84,29 @@ def leaderboard(root: Path, args: argparse.Namespace) -> int:
                         if what not in ("results", "ranked") and n)
     print(f"{args.assignment}: {counts['ranked']} of {counts['results']} results ranked"
           + (f" ({skipped})" if skipped else "") + f"; written to {path}")
+    return 0
+
+
+def report(root: Path, args: argparse.Namespace) -> int:
+    """What a graded cohort got wrong (see :mod:`lmcourse.instructor.cohort`)."""
+    import sys
+
+    from lmcourse.errors import CommandError
+    from lmcourse.instructor import cohort
+
+    known(root, args.assignment)
+    if not args.grades.is_dir():
+        raise CommandError(f"{args.grades}: no such folder (expected the --out folder of `lmcourse grade "
+                           f"{args.assignment} ...`, or a folder of Gradescope results)")
+    page, summary = cohort.build(root, args.grades, args.assignment, out=args.out,
+                                 with_mistakes=not args.no_mistakes,
+                                 progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if summary.total == 0:
+        print(f"{args.assignment}: no results of this assignment in {args.grades}", file=sys.stderr)
+    explained = sum(1 for a in summary.attribution.values() if a["exact"])
+    print(f"{args.assignment}: {summary.total} submissions ({len(summary.graded)} graded, "
+          f"{len(summary.grader_errors)} grader errors); {explained} matched a known mistake exactly, "
+          f"{len(summary.unexplained)} failing submissions unexplained; written to {page}")
     return 0
 
 
