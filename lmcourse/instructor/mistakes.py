@@ -88,28 +88,31 @@ def leave_out(root: Path, assignment_id: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------ grading the mistakes: their signatures
 
 
-def grade(root: Path, assignment_id: str, mistake: Mistake, dest: Path, *, tier: str = "cpu"):
+def grade(root: Path, assignment_id: str, mistake: Mistake, dest: Path, *, tier: str = "cpu",
+          exclude=None):
     """Grade `mistake` as a submission (the solution with the mistake typed in), every check run but those
-    of `leave_out` it is not written to fail; the `Result`."""
+    of `leave_out` it is not written to fail (or but `exclude`, where given); the `Result`."""
     from lmcourse.grading import grade_notebook
     from lmcourse.instructor.testing import submission_from_solution
 
     nb = submission_from_solution(root, assignment_id, dest, replace={mistake.function: mistake.wrong})
-    skipped = set(leave_out(root, assignment_id)) - set(mistake.catches)
+    skipped = set(leave_out(root, assignment_id)) - set(mistake.catches) if exclude is None else set(exclude)
     return grade_notebook(root, assignment_id, nb, tier=tier, exclude=skipped)
 
 
 def grade_all(root: Path, assignment_id: str, dest: Path, *, tier: str = "cpu", names=None,
-              progress=None) -> dict[str, object]:
+              progress=None, exclude=None) -> dict[str, object]:
     """Grade every mistake (or those `names`), each in a folder of its own under `dest`: name -> its
-    `Result`, or the exception that stopped its grade (a mistake whose edit no longer applies, say)."""
+    `Result`, or the exception that stopped its grade (a mistake whose edit no longer applies, say).
+    exclude: a function of a `Mistake` giving the checks its grade leaves out (None: `grade`'s default)."""
     out: dict[str, object] = {}
     catalogue = load(root, assignment_id)
     for i, name in enumerate(names if names is not None else catalogue):
         if progress is not None:
             progress(f"{assignment_id}: mistake {i + 1}/{len(catalogue)}: {name}")
         try:
-            out[name] = grade(root, assignment_id, catalogue[name], Path(dest) / f"m{i:03d}", tier=tier)
+            out[name] = grade(root, assignment_id, catalogue[name], Path(dest) / f"m{i:03d}", tier=tier,
+                              exclude=exclude(catalogue[name]) if exclude is not None else None)
         except Exception as err:  # reported against this mistake; the others still run
             out[name] = err
     return out

@@ -50,6 +50,15 @@ def variant_names(root: Path, unit: str) -> set[str]:
     return found
 
 
+def common_mistakes(root: Path, unit: str) -> list[str]:
+    """The mistakes the unit's notes teach from (the headings of "## Common mistakes"); [] without notes."""
+    path = root / NOTES_SRC / f"{unit}.md"
+    if not path.is_file():
+        return []
+    section = _sections(path.read_text(encoding="utf-8")).get("Common mistakes", "")
+    return [m.strip().strip("`") for m in re.findall(r"(?m)^### (.+)$", section)]
+
+
 def _sections(text: str) -> dict[str, str]:
     parts = re.split(r"(?m)^## (.+)$", text)
     return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
