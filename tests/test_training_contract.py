@@ -281,8 +281,12 @@ def test_graded_lm_run_scores_a_model_that_learnt_the_relabelled_pattern():
 # =========================================================================== graded attacks
 
 def _names(module) -> set[str]:
-    """Every check name a unit's test file spells out."""
-    return {v for k, v in vars(module).items() if k.isupper() and isinstance(v, str)}
+    """Every check name a unit's tests spell out: its test module's constants and its catalogue of known
+    mistakes' (autograder/<id>/mistakes.py, the module's `_M`), re-exported or not."""
+    found = {}
+    for source in (getattr(module, "_M", None), module):
+        found.update(vars(source) if source is not None else {})
+    return {v for k, v in found.items() if k.isupper() and isinstance(v, str)}
 
 
 def grade_training_check(tmp_path, aid: str, names, training_name: str, replace: dict) -> dict:
