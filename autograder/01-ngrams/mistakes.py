@@ -198,17 +198,18 @@ HINTS: dict[str, str] = {
         "Check what you average over: cross-entropy is the mean over every predicted token of the text, so "
         "a long sentence counts more than a short one.",
     "temperature applied after the softmax":
-        "Check where the temperature goes: it divides the log-probabilities before the softmax. Dividing "
-        "probabilities and normalising again changes nothing.",
+        "Check where `apply_temperature` divides by the temperature: it divides the log-probabilities before "
+        "the softmax. Dividing the probabilities and normalising again changes nothing.",
     "sample applies the temperature to normalised probabilities":
-        "Check what your sampler divides by the temperature: dividing probabilities and renormalising gives "
-        "back the same distribution. Use `apply_temperature` on the log-probabilities.",
+        "Check how `sample` reshapes each next-token distribution: dividing probabilities by the temperature "
+        "and renormalising gives back the same distribution. Let `apply_temperature` do it, since it divides "
+        "the log-probabilities.",
     "sampling ignores the seed":
         "Check that every random draw comes from a generator made from the seed: the same seed must give the "
         "same text.",
     "greedy decoding returns the <EOS> it stops at":
-        "Check the order of your loop: test for <EOS> before appending the token, so the output holds words "
-        "only.",
+        "Check what your decoded output holds when it stops at <EOS>: the end marker ends the sentence but is "
+        "not one of its words, so it never belongs in the returned list.",
     "vocabulary ties not broken alphabetically":
         "Check how words with the same count are ordered: the vocabulary breaks ties alphabetically, not by "
         "first appearance.",

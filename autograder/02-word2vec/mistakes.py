@@ -1,5 +1,7 @@
-"""Known mistakes of 02-word2vec: the wrong implementations students really write, each with the checks
-proven to catch it and a hint for the student.
+"""Known mistakes of 02-word2vec: the wrong implementations students really write, from the parts' functions
+(windows that cross sentences or pair a word with itself, noise without the 0.75 power, overflowing
+log-sigmoids and softmaxes, gradients missing a term) to the trainer (updates overwritten, the wrong vectors
+returned, a learning rate that restarts or falls per epoch, noise counted after subsampling, an adaptive optimiser).
 
 Course data, instructors only (see `lmcourse.instructor.mistakes`): each mistake edits the solution and
 names the checks proven to catch it (tests/unit_contract.py grades every one, and proves that its grade is
@@ -138,77 +140,8 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         (TRAINING_DECAY,)),
 }
 
-# Correct implementations other than the solution's (other algorithms), which must get full marks.
-other_algorithms = {
-    "draw_negatives": '''
-def draw_negatives(noise, n, k, seed):
-    """Inverse transform sampling: a uniform draw u falls in word w's slice of the cumulative distribution."""
-    rng = np.random.default_rng(seed)
-    cdf = np.cumsum(np.asarray(noise, dtype=np.float64))
-    return np.searchsorted(cdf / cdf[-1], rng.random((n, k)), side="right").astype(np.int64)
-''',
-    "log_sigmoid": '''
-def log_sigmoid(x):
-    """log s(x) = min(x, 0) - log(1 + exp(-|x|)): the exponent is never positive."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
-''',
-    "skipgram_pairs": '''
-def skipgram_pairs(sentences, window):
-    """Position by position, with a Python loop."""
-    centres, contexts = [], []
-    for sentence in sentences:
-        words = [int(w) for w in sentence]
-        for i, w in enumerate(words):
-            for j in range(max(0, i - window), min(len(words), i + window + 1)):
-                if j != i:
-                    centres.append(w)
-                    contexts.append(words[j])
-    return np.array(centres, dtype=np.int64), np.array(contexts, dtype=np.int64)
-''',
-    "subsample": '''
-def subsample(sentences, keep_prob, seed):
-    """One draw per token of the whole corpus at once, then cut back into sentences."""
-    rng = np.random.default_rng(seed)
-    arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sentences]
-    flat = np.concatenate(arrays + [np.zeros(0, dtype=np.int64)])
-    survives = rng.random(len(flat)) < np.asarray(keep_prob, dtype=np.float64)[flat]
-    ends = np.cumsum([len(a) for a in arrays])
-    return [a[survives[end - len(a):end]] for a, end in zip(arrays, ends)]
-''',
-    "nearest_neighbours": '''
-def nearest_neighbours(embeddings, word_id, k=10):
-    """Sorted by (-cosine, id) with lexsort."""
-    E = np.asarray(embeddings, dtype=np.float64)
-    unit = E / np.linalg.norm(E, axis=1, keepdims=True)
-    sims = unit @ unit[word_id]
-    order = np.lexsort((np.arange(len(E)), -sims))
-    return order[order != word_id][:k]
-''',
-    "softmax_loss": '''
-def softmax_loss(t, C, contexts):
-    """log-sum-exp from scipy."""
-    from scipy.special import logsumexp
-
-    scores = np.asarray(t, dtype=np.float64) @ np.asarray(C, dtype=np.float64).T
-    contexts = np.asarray(contexts)
-    return logsumexp(scores, axis=1) - scores[np.arange(len(contexts)), contexts]
-''',
-    "softmax_gradients": '''
-def softmax_gradients(t, C, contexts):
-    """The probabilities' part as products, the true contexts' part scattered with np.add.at."""
-    from scipy.special import softmax
-
-    t, C = np.asarray(t, dtype=np.float64), np.asarray(C, dtype=np.float64)
-    contexts = np.asarray(contexts)
-    probs = softmax(t @ C.T, axis=1)  # (B, V)
-    grad_t = probs @ C - C[contexts]
-    grad_C = probs.T @ t
-    np.add.at(grad_C, contexts, -t)
-    return grad_t, grad_C
-''',
-}
-
+# The chapter's autograd trainer, a correct implementation: the SparseAdam mistake below edits it, and the
+# test file grades it as an alternate.
 autograd_trainer = '''
 def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, sample=1e-3,
                lr=0.025, batch_size=1024, seed=0):
@@ -245,35 +178,6 @@ def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, 
     return target.weight.detach().numpy()
 '''
 
-numpy_trainer = '''
-def train_sgns(sentences, vocab_size, dim=100, window=5, negatives=5, epochs=5, sample=1e-3,
-               lr=0.025, batch_size=1024, seed=0):
-    """No torch: Part 5's sgns_gradients on the gathered rows, scattered back with np.add.at; one
-    NumPy generator for everything; float64."""
-    rng = np.random.default_rng(seed)
-    sentences = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sentences]
-    counts = np.bincount(np.concatenate(sentences + [np.zeros(0, dtype=np.int64)]), minlength=vocab_size)
-    keep = keep_probabilities(counts, sample) if sample > 0 else np.ones(vocab_size)
-    noise = noise_distribution(counts)
-    W_t = (rng.random((vocab_size, dim)) - 0.5) / dim
-    W_c = np.zeros((vocab_size, dim))
-    for epoch in range(epochs):
-        centres, contexts = skipgram_pairs(subsample(sentences, keep, int(rng.integers(2 ** 31))), window)
-        order = rng.permutation(len(centres))
-        centres, contexts = centres[order], contexts[order]
-        noise_words = draw_negatives(noise, len(centres), negatives, int(rng.integers(2 ** 31)))
-        n = len(centres)
-        for start in range(0, n, batch_size):
-            rate = lr * max(1e-4, 1.0 - (epoch + start / n) / epochs)
-            rows = slice(start, start + batch_size)
-            grad_t, grad_pos, grad_neg = sgns_gradients(W_t[centres[rows]], W_c[contexts[rows]],
-                                                        W_c[noise_words[rows]])
-            np.add.at(W_t, centres[rows], -rate * grad_t)
-            np.add.at(W_c, contexts[rows], -rate * grad_pos)
-            np.add.at(W_c, noise_words[rows], -rate * grad_neg)
-    return W_t
-'''
-
 
 def _edited(source: str, old: str, new: str) -> str:
     """`source` with `old` (present exactly once) replaced by `new`: a variant of an alternate cannot drift."""
@@ -287,73 +191,80 @@ VARIANTS["train_sgns: SparseAdam instead of plain SGD (the autograd trainer)"] =
     "train_sgns", _edited(autograd_trainer, "sgd = torch.optim.SGD(", "sgd = torch.optim.SparseAdam("),
     (TRAINING_STEP,))
 
-# Checks a mistake's grade leaves out unless the mistake is written to fail them: none (the training checks
-# take about a second each, and every mistake runs them).
+# Checks a mistake's signature leaves out unless the mistake is written to fail them: the training runs,
+# and the checks that load real weights (too slow to run for every mistake). None here: this unit's training
+# checks take about a second, and every mistake runs them.
 LEAVE_OUT: tuple[str, ...] = ()
 
-# What a student whose failing checks match the mistake reads: advice, never code.
+# What a student reads when their failing checks match the mistake: advice, never code.
 HINTS: dict[str, str] = {
     "window includes the centre word (offset 0)":
-        "Check which offsets your window visits: a word is never its own context, so the offset zero is "
-        "skipped.",
+        "Check which offsets your window visits: a position is never its own context, so each word is paired "
+        "only with the other words around it, never with itself.",
     "pairs cross sentence boundaries (one stream, no sentence ids)":
-        "Check the last words of a sentence: their window must stop at the sentence's end, never reaching "
-        "into the next sentence.",
+        "Check the pairs made by the last words of a sentence: a window stops at the end of its sentence. Once "
+        "the sentences are joined into one stream, ask what still tells you where each one ends.",
     "noise distribution without the 0.75 power":
-        "Check the shape of your noise distribution: word2vec raises each count to the power 0.75 before "
-        "normalising, which gives rare words more weight than their frequency.",
+        "Check how your noise distribution weighs rare words against frequent ones: word2vec raises each count "
+        "to the power 0.75 before normalising, which flattens the plain unigram distribution.",
     "one noise word drawn per pair and repeated k times":
-        "Check that each of a pair's k negatives is its own draw: repeating one draw gets the frequencies "
-        "right but makes the k samples identical.",
+        "Check that the k negatives of a pair are k separate draws: copying one draw k times keeps every word's "
+        "frequency right, but the samples of a pair are no longer independent.",
     "loss with the sign of the negative term flipped":
-        "Check the sign inside the negative samples' log-sigmoid: a noise word should be pushed away, so its "
-        "score enters negated.",
+        "Check the sign of the noise words' scores inside their log-sigmoid: the loss should reward a low "
+        "score for a noise word, pushing it away from the target, not treat it as a true context.",
     "sigmoid that overflows for large scores":
-        "Check `log_sigmoid` at scores of plus and minus 1000: computing the sigmoid and then its log "
-        "overflows. Rewrite it so no exponential of a large positive number is taken.",
+        "Check `log_sigmoid` at scores far from zero: forming the sigmoid first and then taking its log "
+        "overflows to log of zero. Look for a form of log sigmoid that never exponentiates a large positive "
+        "number.",
     "gradient missing the negative samples' contribution":
-        "Check that the target's gradient includes the noise words: each of the k negatives pulls on the "
-        "target vector too.",
+        "Check that the gradient for the target vector has a term for every noise word: the target appears in "
+        "all k negative terms of the loss as well as in the positive one.",
     "analogy may return a query word":
-        "Check which candidates your analogy may return: the three query words are excluded from the answer.",
+        "Check which words your `analogy` may answer with: the offset vector usually lies closest to a query "
+        "word, so the standard protocol never lets a, b or c be the answer.",
     "cosine without normalisation (plain dot products)":
-        "Check that your similarities lie between -1 and 1: cosine divides the dot product by both vectors' "
-        "lengths.",
+        "Check that your similarities lie between -1 and 1: a cosine divides each dot product by the lengths "
+        "of both vectors, so long, frequent-word vectors do not win by size alone.",
     "subsample re-seeds its generator for every sentence":
-        "Check where the random generator is created: once per call, not once per sentence, or every "
-        "sentence gets the same sequence of draws.",
+        "Check where your random generator is created: seeded once per call, its draws run on from sentence to "
+        "sentence. Seeding it again for each sentence gives every sentence the same draws.",
     "nearest neighbours in reversed ascending order (ties: the higher id first)":
-        "Check how ties in similarity are ordered: the lower word id comes first. Reversing an ascending sort "
-        "puts the higher id first.",
+        "Check how your `nearest_neighbours` orders words of equal cosine: the lower id comes first. Reversing "
+        "an ascending stable sort also reverses the order of ties.",
     "full-softmax gradient without the expected context vector":
-        "Check the softmax's normaliser in your gradient: the target's gradient is the expected context "
-        "vector minus the true one, and every context row gets a share.",
+        "Check that your gradient includes the normaliser's part: the target's gradient is the expected "
+        "context vector under the softmax minus the true one, and every context row gets its share.",
     "full-softmax loss without the log-sum-exp shift":
-        "Check your loss at scores of plus and minus 1000: subtract the largest score before exponentiating, "
-        "as in a stable log-sum-exp.",
+        "Check `softmax_loss` at very large scores: exponentials of the raw scores overflow. The log-sum-exp "
+        "is unchanged when every score of a row is shifted by the same amount, so choose a shift that keeps "
+        "the exponents small.",
     "train_sgns: a word repeated in a batch gets one update (rows overwritten, not added)":
-        "Check what happens when one word appears twice in a batch: both updates must be added to its row, "
-        "not one written over the other.",
+        "Check what your update does to a word that appears several times in one batch: the loss is summed, "
+        "so its row must receive the sum of all its gradients, not only one of them.",
     "train_sgns returns W_t + W_c":
-        "Check what your trainer returns: the target vectors alone, not combined with the context vectors.",
+        "Check which vectors `train_sgns` returns: the target vectors alone. Adding the context vectors makes "
+        "words that are each other's contexts look alike.",
     "train_sgns: constant learning rate":
-        "Check your learning rate over the run: it decays linearly toward zero across all the steps of "
-        "training.",
+        "Check your learning rate near the end of training: following word2vec, it falls linearly from its "
+        "starting value to about zero, so the last steps only fine-tune the vectors.",
     "train_sgns ignores sample (no subsampling)":
-        "Check that your trainer uses its `sample` argument: frequent words are subsampled each epoch before "
-        "the pairs are made.",
+        "Check that `train_sgns` uses its `sample` argument: frequent words are subsampled before each "
+        "epoch's pairs are made, so stop words do not crowd out the informative contexts.",
     "train_sgns: noise distribution from the counts after subsampling (each epoch's kept words)":
-        "Check which counts your noise distribution uses: the full corpus counts, made once, not the words "
-        "that one epoch's subsampling happened to keep.",
+        "Check which counts your noise words come from: the whole corpus's raw counts, computed once, not the "
+        "words that one epoch's subsampling happened to keep.",
     "train_sgns: noise distribution from the expected counts after subsampling (counts * keep)":
-        "Check which counts your noise distribution uses: the raw corpus counts, not counts reduced by the "
-        "keep probabilities.",
+        "Check which counts your noise distribution is built from: subsampling decides which pairs are made, "
+        "but the noise distribution uses the raw counts, not counts scaled down by the keep probabilities.",
     "train_sgns: learning rate restarts from lr at every epoch":
-        "Check your schedule across epochs: the rate falls once over the whole run, measured in steps of all "
-        "epochs, rather than starting again each epoch.",
+        "Check your learning rate at the start of each epoch: progress is the share of the whole run done, so "
+        "the rate carries on from where the last epoch ended instead of jumping back up.",
     "train_sgns: learning rate falls per epoch only (constant within an epoch)":
-        "Check how often your learning rate changes: it decays with every step, not only when an epoch ends.",
+        "Check how often your learning rate changes: it falls batch by batch over the run, not in steps once "
+        "per epoch, so within an epoch every batch gets a slightly smaller rate.",
     "train_sgns: SparseAdam instead of plain SGD (the autograd trainer)":
-        "Check your optimiser: word2vec is trained with plain stochastic gradient descent and a decaying "
-        "rate. An adaptive optimiser changes the updates the checks expect.",
+        "Check which optimiser updates your vectors: word2vec takes plain SGD steps on the summed loss. An "
+        "adaptive optimiser scales each coordinate's step to about the learning rate, so with a small rate "
+        "the vectors barely move.",
 }

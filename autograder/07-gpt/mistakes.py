@@ -421,6 +421,7 @@ HINTS: dict[str, str] = {
         "Check your training step against the specification: the global gradient norm is clipped before "
         "every optimiser step.",
     "train_gpt's schedule one step late":
-        "Check the learning rate of the first step: count steps as the specification does, so that no step's "
-        "rate is its neighbour's.",
+        "Check the learning rate of the very first step: steps count from zero, yet the warm-up already gives "
+        "that step a small positive rate and reaches the peak on its last step. A first rate of zero shifts the "
+        "whole schedule one step late.",
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lmcourse.instructor.testing import Edit
 
-
+# The checks' names, as the student sees them.
 RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
            "float32 and float64, another device)")
 ROPE = ("apply_rope: the same rotation as the reference (adjacent pairs, the angles positions x base^(-2i/d_head); "
