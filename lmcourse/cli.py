@@ -103,7 +103,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from lmcourse.instructor import publish
 
     return publish.main(_course_root(args), args.out, repository=args.repository, book_url=args.book_url,
-                        ids=args.ids or None, force=args.force)
+                        ids=args.ids or None, force=args.force, hints=args.hints)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -128,6 +128,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from lmcourse.instructor import cli as instructor_cli
 
     return instructor_cli.report(_course_root(args), args)
+
+
+def cmd_mistakes(args: argparse.Namespace) -> int:
+    from lmcourse.instructor import cli as instructor_cli
+
+    return instructor_cli.mistakes(_course_root(args), args)
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
@@ -190,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.add_argument("--only", action="append", metavar="ID", dest="ids",
                    help="publish this assignment only (repeatable; default: all)")
+    p.add_argument("--hints", choices=["compute", "cached", "off"], default=None,
+                   help="the likely-cause hints of known mistakes: compute their signatures if not cached "
+                        "(default; minutes, once per course version), use only cached ones, or none "
+                        "(default from $LMCOURSE_HINTS)")
     p.set_defaults(func=cmd_publish)
 
     p = instructors("grade", help="(instructors) grade a folder of submissions")
@@ -204,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip grading the solution and the release on this machine first (not recommended)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    p.add_argument("--hints", choices=["compute", "cached", "off"], default=None,
+                   help="the likely-cause hints of known mistakes: compute their signatures if not cached "
+                        "(default; minutes, once per course version), use only cached ones, or none "
+                        "(default from $LMCOURSE_HINTS)")
     slurm = p.add_argument_group("on a Slurm cluster (one array task per submission; see the book's grading page)")
     mode = slurm.add_mutually_exclusive_group()
     mode.add_argument("--slurm", action="store_true", help="write a round of Slurm jobs for the submissions that need "
@@ -248,8 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = instructors("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")
     p.add_argument("--out", type=Path, required=True, help="path of the zip to write")
+    p.add_argument("--hints", choices=["compute", "cached", "off"], default=None,
+                   help="the likely-cause hints of known mistakes: compute their signatures if not cached "
+                        "(default; minutes, once per course version), use only cached ones, or none "
+                        "(default from $LMCOURSE_HINTS)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_gradescope)
+
+    p = instructors("mistakes", help="(instructors) grade each known mistake once (cached) and say which ones "
+                                        "`lmcourse check` and graded feedback can name as a likely cause")
+    p.add_argument("assignments", nargs="+", metavar="ID", help="assignment ids, e.g. 05-transformer")
+    p.add_argument("--tier", choices=["cpu", "gpu"], default="cpu", help="the tier to grade them at (default cpu)")
+    p.add_argument("--force", action="store_true", help="grade them again even if cached")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.set_defaults(func=cmd_mistakes)
 
     p = sub.add_parser("data", help="show where each corpus was found, and verify it")
     p.add_argument("names", nargs="*", help="corpus names (default: all)")

@@ -20,6 +20,11 @@ if os.environ.get("PYTEST_XDIST_WORKER") is not None:
     if "torch" in sys.modules:  # imported before this file (a plugin): the variable came too late
         sys.modules["torch"].set_num_threads(1)
 
+# No known-mistake hints unless a test asks for them (`mistakes.HINTS_ENV`): by default a batch, a
+# Gradescope bundle and the student edition grade every known mistake of the assignment first (minutes a
+# unit, cached), which the tests of batches and bundles do not need; tests/test_hints.py makes them.
+os.environ.setdefault("LMCOURSE_HINTS", "off")
+
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:

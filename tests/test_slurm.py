@@ -170,6 +170,29 @@ def test_a_task_grades_only_after_its_preflight_passed(tmp_path):
     assert result["extra_data"]["key"] == json.loads((folder / "tasks.json").read_text())["tasks"][0]["key"]
 
 
+def test_collect_adds_the_likely_causes_as_a_local_batch_does(tmp_path, monkeypatch):
+    """--collect, on the login node, gives each collected result the known mistakes' hints (the CPU tier's
+    signatures: a login node need not have a GPU) before writing it, through the batch's own `attach`."""
+    from lmcourse.instructor import mistakes, slurm
+
+    subs = make_submissions(tmp_path / "subs")
+    out = tmp_path / "out"
+    assert lmcourse("grade", AID, subs, "--out", out, "--course", FIXTURE, "--slurm").returncode == 0
+    folder = out / "slurm" / "round-1"
+    (folder / "preflight.json").write_text(json.dumps({"passed": True, "verdict": "ok", "node": "here"}))
+    task = [sys.executable, "-m", "lmcourse.instructor.slurm", "task", str(folder), "0"]
+    assert subprocess.run(task, capture_output=True, text=True, env=dict(os.environ, LMCOURSE_TIER="cpu")).returncode == 0
+    asked, attached = [], []
+    monkeypatch.setattr(mistakes, "for_feedback", lambda root, aid, **kw: asked.append((aid, kw["tier"], kw["mode"]))
+                        or ["a signature"])
+    monkeypatch.setattr(slurm.signatures, "attach", lambda result, known: attached.append(
+        (result.extra_data["student_id"], known)))
+    slurm.collect(FIXTURE, AID, subs, out, hints="cached", log=lambda line: None)
+    assert asked == [(AID, "cpu", "cached")] and attached == [("alice", ["a signature"])]
+    slurm.collect(FIXTURE, AID, subs, out, hints="cached", log=lambda line: None)  # nothing new: nothing asked
+    assert len(asked) == 1
+
+
 def test_a_cohort_larger_than_one_array_job_goes_in_rounds(tmp_path, monkeypatch):
     """At most MAX_TASKS tasks a round; the next run submits the rest, not what the first round still queues
     (here a stand-in squeue says the first round's two tasks are pending)."""

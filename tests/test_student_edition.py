@@ -38,7 +38,7 @@ import pytest
 
 from lmcourse.course import Course
 from lmcourse.grading import replay
-from lmcourse.instructor import leaks, publish
+from lmcourse.instructor import leaks, mistakes, publish
 from lmcourse.instructor.testing import released_notebook, submission_from_solution
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,10 +60,23 @@ def _mirror_env() -> dict:
     return env
 
 
+# Known mistakes of 01 whose signatures the edition ships (graded here: every unit's would cost minutes), so
+# that `lmcourse check` can name them: the first is told apart by its visible checks and test cells
+HINTED = ("greedy decoding returns the <EOS> it stops at", "sampling ignores the seed",
+          "temperature applied after the softmax")
+
+
 @pytest.fixture(scope="module")
 def edition(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("published") / "lm-course-student"
-    summary = publish.build(ROOT, out, repository=REPOSITORY, book_url="https://example-university.github.io/lm-course")
+    tmp = tmp_path_factory.mktemp("published")
+    out = tmp / "lm-course-student"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mistakes, "_cache_dir", lambda: tmp / "mistakes")
+        graded = mistakes.grade_all(ROOT, "01-ngrams", tmp / "graded", names=list(HINTED))
+        mistakes.store(ROOT, "01-ngrams", mistakes.signatures_from(ROOT, "01-ngrams", graded))
+        summary = publish.build(ROOT, out, repository=REPOSITORY,
+                                book_url="https://example-university.github.io/lm-course", hints="cached",
+                                log=lambda line: None)
     return out, summary
 
 
@@ -286,7 +299,7 @@ def test_lmcourse_check_in_the_installed_edition(installed, edition, tmp_path, a
     shutil.copy2(honest, mine)
     ready = _run(installed, ["-m", "lmcourse.cli", "check", aid, str(mine)], work)
     assert ready.returncode == 0, ready.stdout[-3000:] + ready.stderr[-2000:]
-    assert "ready to submit" in ready.stdout
+    assert "ready to submit" in ready.stdout and "likely cause" not in ready.stdout
     checks = len(edition[1]["assignments"][aid]["visible_checks"])
     if checks:
         assert "visible checks: " in ready.stdout and "✗" not in ready.stdout
@@ -294,6 +307,38 @@ def test_lmcourse_check_in_the_installed_edition(installed, edition, tmp_path, a
     not_ready = _run(installed, ["-m", "lmcourse.cli", "check", aid, str(release)], work)
     assert not_ready.returncode == 1, not_ready.stdout[-3000:] + not_ready.stderr[-2000:]
     assert "not ready to submit yet" in not_ready.stdout and "grader" not in not_ready.stderr.lower()
+
+
+def test_the_editions_hints_name_only_what_a_student_sees(edition):
+    """hints.json holds each shipped mistake's signature cut to the edition's visible checks and the test
+    cells, under a number: no hidden check's name, no mistake's name."""
+    from lmcourse.grading import signatures as sig
+
+    out, summary = edition
+    shipped = sig.load_file(out / "lmcourse" / "edition" / "autograder" / "01-ngrams" / sig.FILE)
+    assert len(shipped) == summary["assignments"]["01-ngrams"]["hints"] >= 2
+    seen = set(summary["assignments"]["01-ngrams"]["visible_checks"])
+    for s in shipped:
+        assert set(s.ran) <= seen | {n for n in s.ran if n.startswith("test cell ")} and set(s.failing) <= set(s.ran)
+        assert s.mistake.startswith("01-ngrams:") and s.hint
+    assert {s.hint for s in shipped} <= {m.hint for m in mistakes.load(ROOT, "01-ngrams").values()}
+    for aid in IDS[1:]:  # none made for the others here (LMCOURSE_HINTS=cached found none): no file
+        assert not (out / "lmcourse" / "edition" / "autograder" / aid / sig.FILE).exists()
+
+
+def test_lmcourse_check_in_the_edition_names_a_known_mistake(installed, edition, tmp_path):
+    """A student whose notebook has a known mistake that the visible checks and test cells tell apart reads
+    its hint under "likely causes"; the honest notebook reads none (test_lmcourse_check_in_the_installed_edition
+    runs it)."""
+    catalogue = mistakes.load(ROOT, "01-ngrams")
+    m = catalogue[HINTED[0]]
+    work = tmp_path / "work"
+    wrong = submission_from_solution(ROOT, "01-ngrams", work, replace={m.function: m.wrong})
+    checked = _run(installed, ["-m", "lmcourse.cli", "check", "01-ngrams", str(wrong)], work)
+    assert checked.returncode == 1, checked.stdout[-3000:] + checked.stderr[-2000:]
+    text = " ".join(checked.stdout.split())
+    assert "likely causes" in text and " ".join(m.hint.split()) in text, checked.stdout[-3000:]
+    assert "greedy_decode" in text.split("likely causes")[1]
 
 
 def test_a_call_the_record_does_not_hold_is_the_graders_failure():

@@ -19,6 +19,7 @@ and each test cell prints its own pass line.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -35,6 +36,8 @@ from lmcourse.course import load_release, load_source
 from lmcourse.grading import grade_notebook
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading import signatures as sig
+from lmcourse.grading.report import feedback_html
+from lmcourse.grading.result import Result
 from lmcourse.instructor import mistakes, notes
 from lmcourse.instructor.testing import Edit, released_notebook, submission_from_solution
 
@@ -240,12 +243,14 @@ class UnitContract:
         """Every known mistake graded as a submission once per unit (`lmcourse.instructor.mistakes.grade_all`);
         the per-mistake tests below read their grade here. Those `_fully_graded` run every check but the slow
         ones of the catalogue's LEAVE_OUT (their signatures are the catalogue's, proven below); the others run
-        only their catchers, which is what CI's time allows."""
+        only their catchers, which is what CI's time allows. The notebook's test cells (what `lmcourse check`'s
+        hints are matched on) run only with LMCOURSE_ALL_MISTAKES=1; tests/test_hints.py runs 01's."""
         names = [name for name, (_, _, catchers) in cls.VARIANTS.items() if not cls._opted_out(catchers)]
         every = {t["name"] for t in solution_result["tests"]}
         full = cls._fully_graded()
         return mistakes.grade_all(ROOT, cls.AID, tmp_path_factory.mktemp("mistakes"), tier="cpu", names=names,
-                                  exclude=lambda m: None if m.name in full else every - set(m.catches))
+                                  exclude=lambda m: None if m.name in full else every - set(m.catches),
+                                  test_cells=os.environ.get("LMCOURSE_ALL_MISTAKES") == "1")
 
     @classmethod
     def _fully_graded(cls) -> set[str]:
@@ -321,13 +326,24 @@ class UnitContract:
         assert top and top[0].exact, f"{variant!r} matches no known mistake exactly"
         assert variant in [m.mistake for m in top], \
             f"{variant!r} is attributed to {[m.mistake for m in top]}"
+        # and its student reads its hint as the likely cause, unless too many mistakes fail as it does
+        graded = Result.loads(mistake_grades[variant].dumps())
+        sig.attach(graded, found)
+        hint = mistakes.load(ROOT, self.AID)[variant].hint
+        if len(sig.best(sig.matches(sig.entries(graded), found))) <= sig.MOST_HINTS:
+            assert hint in [h["hint"] for h in graded.hints or []], (variant, graded.hints)
+            assert html.escape(hint) in feedback_html(graded, "s")
+        else:
+            assert not graded.hints
 
     @pytest.mark.slow
     def test_an_honest_notebook_matches_no_mistake(self, solution_result, mistake_grades):
         unknown = set(mistakes.leave_out(ROOT, self.AID)) - {t["name"] for t in solution_result["tests"]}
         assert not unknown, f"LEAVE_OUT names no check of {self.AID}: {unknown}"
         graded = {n: r for n, r in mistake_grades.items() if not isinstance(r, Exception)}
-        assert sig.matches(solution_result["tests"], mistakes.signatures_from(ROOT, self.AID, graded)) == []
+        found = mistakes.signatures_from(ROOT, self.AID, graded)
+        assert sig.matches(solution_result["tests"], found) == []
+        assert sig.likely_causes(solution_result, found) == []
 
     @pytest.mark.slow
     def test_correct_alternate_gets_full_marks(self, alternate, tmp_path):

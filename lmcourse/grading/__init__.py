@@ -20,7 +20,7 @@ The path of a submission, top-down; no module imports one above it
     causes      root cause first: a check that fails because code it uses fails says so
     report      what students see, read off a `Result` (lmcourse check, feedback.html)
     result      `Result`, `CheckResult`, `Status`: the one type every path returns and writes
-    signatures  which known mistake a graded submission looks like (its failures against each mistake's)
+    signatures  which known mistake a graded submission looks like, and the hint it then reads ("likely cause")
     bounded     reading a submission in a child process with a memory and time budget
     notebook    reading notebooks defensively, their structure, code extraction
     plugin      the pytest plugin that turns hidden checks into scores

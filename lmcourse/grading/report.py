@@ -14,7 +14,7 @@ import html
 import re
 import textwrap
 
-from lmcourse.grading.result import Result
+from lmcourse.grading.result import Result, hint_text
 
 
 def _as_result(result: Result | dict) -> Result:
@@ -59,6 +59,10 @@ def feedback_html(result: Result | dict, student_id: str) -> str:
     if failing:  # root cause first (lmcourse.grading.causes): the order to fix them in
         banner += (f"<p class=status><b>Written but failing</b>, each after the code it uses (fix them in this "
                    f"order): {e(', '.join(failing))}</p>")
+    hints = "".join(f"<li>{e(hint_text(h))}</li>" for h in result.hints or []) if result.graded else ""
+    if hints:  # known mistakes that fail exactly these checks (lmcourse.grading.signatures)
+        banner += (f"<h2>Likely causes</h2><p>Your failures are exactly those of a known mistake; the advice "
+                   f"below says where to look (it is a likely cause, not a certainty):</p><ul class=hints>{hints}</ul>")
     return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>Feedback: {e(result.assignment)} · {e(student_id)}</title>
 <style>{_CSS}</style></head><body>
@@ -250,6 +254,12 @@ def check_text(result: Result | dict, notebook, verbose: bool = False) -> str:
         if title:
             out.append(title)
         out += sections[title]
+    shown = [h for h in result.hints or [] if h.get("visibility") == "visible"]
+    if shown:  # known mistakes whose failures are exactly these (lmcourse.grading.signatures)
+        out.append("likely causes (your failures are exactly those of a known mistake; a likely cause, not a "
+                   "certainty):")
+        for h in shown:
+            out += _indent(hint_text(h), "  ? ", "    ")
     out.append("summary:")
     out += [f"  {line}" for line in readiness_lines(result)]
     return "\n".join(out)

@@ -85,6 +85,12 @@ class Status(enum.StrEnum):
         return self is not Status.GRADER_ERROR
 
 
+def hint_text(hint: dict) -> str:
+    """One line a student reads for a `Result.hints` entry."""
+    where = f" in `{hint['function']}`" if hint.get("function") else ""
+    return f"Likely cause (a known mistake{where}): {hint.get('hint', '')}"
+
+
 def clean_text(text: str) -> str:
     """Text that came from a submission, safe to write anywhere: valid UTF-8 (lone surrogates replaced)."""
     return str(text).encode("utf-8", "replace").decode("utf-8", "replace")
@@ -199,12 +205,15 @@ class Result(_JsonView):
     parts: dict[str, str] | None = None  # test cell -> its "Part N" heading
     hidden_points: float | None = None  # points of checks that `visible_only` left out
     test_cells: list[dict] | None = None  # the notebook's own test cells, run by `lmcourse check`
+    # known mistakes the failures match exactly (`signatures.likely_causes`): {"function", "hint", "checks",
+    # "visibility"}, shown as "likely cause"; a hidden-check match only once grades are released
+    hints: list[dict] | None = None
     extra_data: dict | None = None  # the caller's: a batch's student id and key
 
     ORDER = ("score", "max_score", "status", "message", "output", "visibility", "stdout_visibility",
              "execution_time", "tests", "cells", "problems", "not_run", "assignment", "notebook", "tier",
              "isolation", "captured_output", "warnings", "readiness", "parts", "hidden_points", "test_cells",
-             "extra_data")  # results.json's order
+             "hints", "extra_data")  # results.json's order
     OPTIONAL = frozenset(ORDER[ORDER.index("not_run"):]) - {"assignment"}
 
     def __post_init__(self) -> None:
@@ -265,6 +274,15 @@ class Result(_JsonView):
         out = {k: data[k] for k in GRADESCOPE_TOP_KEYS}
         out["extra_data"] = {k: v for k, v in data.items() if k not in GRADESCOPE_TOP_KEYS and k != "tests"}
         out["tests"] = [t.to_gradescope() for t in self.tests]
+        # Gradescope shows only outputs: a hint joins the top-level output when what it rests on is visible
+        # (shown at once), else the output of the first hidden check it rests on (shown on release)
+        for h in self.hints or []:
+            text = hint_text(h)
+            tests = [t for t in out["tests"] if t["name"] in h.get("checks", ()) and t["visibility"] != "visible"]
+            if h.get("visibility") == "visible":
+                out["output"] = f"{out['output']}\n\n{text}".strip()
+            elif tests:  # (a hidden match resting on no hidden failure has nowhere to wait: left out)
+                tests[0]["output"] = f"{tests[0]['output']}\n\n{text}".strip()
         return out
 
     def dumps(self, *, gradescope: bool = False, indent: int | None = 1) -> str:

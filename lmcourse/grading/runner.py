@@ -33,7 +33,7 @@ from types import ModuleType
 from lmcourse.course import Assignment, Course, load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
-from lmcourse.grading import bounded, causes, rules
+from lmcourse.grading import bounded, causes, rules, signatures
 from lmcourse.grading.kinds import STATUS_KINDS, STUDENT_KINDS
 from lmcourse.grading import notebook as nbmod
 from lmcourse.grading.plugin import GradingPlugin, run_checks, sandbox_module
@@ -127,7 +127,7 @@ def secret_dirs(root: Path) -> list[Path]:
 
 def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", visible_only: bool = False,
           limits: dict | None = None, exclude: Collection[str] = (), test_cells: bool = False,
-          own_machine: bool = False, reference: object | None = None) -> Result:
+          own_machine: bool = False, reference: object | None = None, hints: list | None = None) -> Result:
     """Grade ``notebook`` against ``autograder/<assignment_id>/``; return its `Result`.
 
     visible_only: run the visible checks only (``lmcourse check``). exclude: names of
@@ -141,6 +141,9 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     does, and say so, instead of refusing.
     reference: what the checks compare with, in place of the course's solution (``lmcourse publish
     student`` passes a `replay.Recording` of it).
+    hints: the known mistakes' `signatures.Signature`s, whose exact matches become ``result.hints``
+    (None: those of ``hints.json`` beside the checks, where the student edition and a Gradescope bundle
+    keep them; [] for none).
 
     Never raises for anything the submission does; raises :class:`GraderError`
     when the course itself is broken (no checks, a reference that fails).
@@ -253,6 +256,11 @@ def grade(root: Path, assignment_id: str, notebook: Path, *, tier: str = "cpu", 
     result.test_cells = cell_results
     if extraction is not None and block_all is None:
         causes.name_root_causes(result, extraction.uses, nbmod.tested_by(release), _answer_order(release))
+    if extraction is not None and block_all is None:
+        try:
+            signatures.attach(result, signatures.load_file(folder / signatures.FILE) if hints is None else hints)
+        except ValueError as err:  # the course's file, not the student: the grade stands, without hints
+            result.warnings = (result.warnings or []) + [f"no known-mistake hints: {err}"]
     todo = readiness(result)["todo"]
     if todo:  # what Gradescope shows on top, and the feedback page: the same reading as `lmcourse check`
         result.output += f" Not written yet: {todo_text(todo)}."

@@ -13,15 +13,33 @@ offered as such.
 Only plain data lives here (names, kinds, hints): no mistake's code, so this
 module and a catalogue of signatures can travel where students' feedback is
 made.
+
+A signature speaks for the hidden checks and for what a student sees: the
+visible checks and the notebook's own test cells (named ``test cell 'gid'``).
+`likely_causes` turns a match into the hints a student reads ("likely cause"),
+strictly: only an exact match, and only when at most `MOST_HINTS` mistakes
+share it. A match over the visible checks and test cells may be shown at once
+(``lmcourse check``; Gradescope's top-level output); one that needs the hidden
+checks waits for the grades to be released, like the hidden checks' own
+messages. The student edition ships each mistake's signature cut to what it
+sees (`restricted`), in ``autograder/<id>/hints.json``: never a hidden check's
+name.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # A match below this similarity is not worth naming: most of what failed is not what the mistake makes fail.
 CLOSEST = 0.5
+# More mistakes than this sharing one signature: the failures do not point at one cause, so no hint.
+MOST_HINTS = 3
+# Where a course's grader finds its signatures (the student edition's, cut to what students see;
+# a Gradescope bundle's, whole); see `load_file`.
+FILE = "hints.json"
 
 
 @dataclass(frozen=True)
@@ -31,15 +49,17 @@ class Signature:
     ran: tuple[str, ...]                # every check the mistake's grade ran: what the signature speaks for
     hint: str = ""
     function: str = ""                  # the function or class the mistake is in
+    visible: tuple[str, ...] = ()       # those of `ran` a student sees: visible checks, test cells
 
     def to_json(self) -> dict:
         return {"mistake": self.mistake, "function": self.function, "hint": self.hint,
-                "failing": dict(self.failing), "ran": list(self.ran)}
+                "failing": dict(self.failing), "ran": list(self.ran), "visible": list(self.visible)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "Signature":
         return cls(str(data["mistake"]), {str(k): str(v) for k, v in dict(data["failing"]).items()},
-                   tuple(str(n) for n in data["ran"]), str(data.get("hint", "")), str(data.get("function", "")))
+                   tuple(str(n) for n in data["ran"]), str(data.get("hint", "")), str(data.get("function", "")),
+                   tuple(str(n) for n in data.get("visible", ())))
 
 
 def outcome(tests: Iterable[Mapping]) -> tuple[dict[str, str], set[str]]:
@@ -57,10 +77,51 @@ def outcome(tests: Iterable[Mapping]) -> tuple[dict[str, str], set[str]]:
     return failing, ran
 
 
+def cell_name(gid: str) -> str:
+    """How a notebook test cell is named among the checks of a signature."""
+    return f"test cell '{gid}'"
+
+
+def _cell_kind(error: Mapping | None) -> str:
+    kind = str((error or {}).get("type") or "failed")
+    return "assertion" if kind == "AssertionError" else kind if kind[:1].islower() else "error"
+
+
+def entries(result) -> list[dict]:
+    """A graded result's checks and test cells as one list of tests (``name``, ``score``, ``max_score``,
+    ``kind``, ``visibility``, ``function``): what a signature is made of and compared with. Reads a
+    `Result` or its JSON; a test cell counts 1 point, passed or not."""
+    get = result.get if isinstance(result, Mapping) else (lambda k, d=None: getattr(result, k, d))
+    out = []
+    for t in get("tests") or []:
+        t = t if isinstance(t, Mapping) else t.to_json()
+        out.append({"name": str(t.get("name", "")), "score": t.get("score") or 0, "max_score": t.get("max_score") or 0,
+                    "kind": t.get("kind") or (t.get("extra_data") or {}).get("kind"),
+                    "visibility": t.get("visibility") or "visible", "function": t.get("function")})
+    for c in get("test_cells") or []:
+        out.append({"name": cell_name(str(c.get("cell"))), "score": 1 if c.get("passed") else 0, "max_score": 1,
+                    "kind": None if c.get("passed") else _cell_kind(c.get("error")), "visibility": "visible",
+                    "function": None, "error_type": (c.get("error") or {}).get("type")})
+    return out
+
+
 def signature(mistake: str, tests: Iterable[Mapping], *, hint: str = "", function: str = "") -> Signature:
-    """The signature of a mistake from its grade's ``tests``."""
+    """The signature of a mistake from its grade's ``tests`` (or `entries` of its grade, test cells and all)."""
+    tests = list(tests)
     failing, ran = outcome(tests)
-    return Signature(mistake, failing, tuple(sorted(ran)), hint, function)
+    visible = {str(t.get("name", "")) for t in tests if (t.get("visibility") or "visible") == "visible"}
+    return Signature(mistake, failing, tuple(sorted(ran)), hint, function, tuple(sorted(visible & ran)))
+
+
+def restricted(sig: Signature, names: Iterable[str]) -> Signature | None:
+    """`sig` cut to the checks `names` (what a student sees: `Signature.visible`); None when none of its
+    failures is among them (nothing there to recognise the mistake by)."""
+    keep = set(names)
+    failing = {n: k for n, k in sig.failing.items() if n in keep}
+    if not failing:
+        return None
+    ran = tuple(n for n in sig.ran if n in keep)
+    return Signature(sig.mistake, failing, ran, sig.hint, sig.function, ran)
 
 
 @dataclass(frozen=True)
@@ -112,3 +173,99 @@ def best(found: list[Match]) -> list[Match]:
     top = found[0]
     return [m for m in found if (m.exact, m.similarity, m.coverage, dict(m.signature.failing)) ==
             (top.exact, top.similarity, top.coverage, dict(top.signature.failing))]
+
+
+# ------------------------------------------------------------------ hints for the student
+
+
+def _to_judge(result) -> list[dict]:
+    """`entries` of `result` less what says nothing about a mistake: the checks of functions not written
+    yet (a stub is to-do, not a known mistake), test cells that stop at a stub or were not run, and the
+    grader's own failures."""
+    get = result.get if isinstance(result, Mapping) else (lambda k, d=None: getattr(result, k, d))
+    readiness = get("readiness") or {}
+    unwritten = {str(n) for _, n in list(readiness.get("missing", [])) + list(readiness.get("unimplemented", []))}
+    keep = []
+    for e in entries(result):
+        if e["function"] in unwritten or e["kind"] in ("grader-error", "skipped", "structure", "missing"):
+            continue
+        if e.get("error_type") in ("NotImplementedError", "not-run"):
+            continue
+        keep.append(e)
+    return keep
+
+
+def _specific(found: list[Match]) -> list[Match]:
+    """The top matches, when they are exact and few enough to point at a cause."""
+    top = best(found)
+    return top if top and top[0].exact and len(top) <= MOST_HINTS else []
+
+
+def likely_causes(result, signatures: Iterable[Signature]) -> list[dict]:
+    """The hints of the known mistakes `result` matches exactly: ``{"function", "hint", "checks",
+    "visibility"}`` each, best first; ``checks`` are the failing checks the match rests on.
+
+    Where the hidden checks ran, the match is over every check; its hints are "visible" (shown at once)
+    only when the visible checks and test cells alone single out the same mistakes, else
+    "after_published": showing them at once would tell what the hidden checks found."""
+    signatures = list(signatures)
+    judged = _to_judge(result)
+    seen = [e for e in judged if e["visibility"] == "visible"]
+    shown = [r for s in signatures if (r := restricted(s, s.visible)) is not None]
+    seen_top = _specific(matches(seen, shown)) if seen else []
+    if len(seen) < len(judged):  # the hidden checks ran
+        top = _specific(matches(judged, signatures))
+        visibility = "visible" if {m.mistake for m in top} == {m.mistake for m in seen_top} else "after_published"
+    else:
+        top, visibility = seen_top, "visible"
+    out: list[dict] = []
+    for m in top:
+        if m.signature.hint and all(h["hint"] != m.signature.hint for h in out):
+            out.append({"function": m.signature.function, "hint": m.signature.hint,
+                        "checks": list(m.shared_failures), "visibility": visibility})
+    return out
+
+
+def hinted(sig: Signature, signatures: Iterable[Signature], *, where: str = "check") -> bool:
+    """Whether a submission that fails exactly as `sig`'s mistake gets its hint: in ``lmcourse check``
+    (``where="check"``: the visible checks and test cells) or in graded feedback (``"graded"``: every
+    check, no test cell)."""
+    def cut(s: Signature) -> Signature | None:
+        if where == "check":
+            return restricted(s, s.visible)
+        return restricted(s, [n for n in s.ran if not n.startswith("test cell ")])
+
+    own = cut(sig)
+    if own is None:
+        return False
+    tests = [{"name": n, "score": 0 if n in own.failing else 1, "max_score": 1, "kind": own.failing.get(n)}
+             for n in own.ran]
+    top = _specific(matches(tests, [c for s in signatures if (c := cut(s)) is not None]))
+    return sig.mistake in [m.mistake for m in top]
+
+
+def attach(result, signatures: Iterable[Signature] | None) -> None:
+    """Set ``result.hints`` (`likely_causes`) on a graded `Result`; nothing for a grader error, a
+    submission that could not be run, or when there are no signatures."""
+    if not signatures or not getattr(result, "graded", False):
+        return
+    hints = likely_causes(result, signatures)
+    result.hints = hints or None
+
+
+def dumps(signatures: Iterable[Signature], *, assignment: str) -> str:
+    """The text of a ``hints.json`` (`load_file` reads it)."""
+    return json.dumps({"assignment": assignment, "signatures": [s.to_json() for s in signatures]}, indent=1)
+
+
+def load_file(path: Path) -> list[Signature]:
+    """The signatures stored at `path` (`dumps`); [] when there is no such file. A file that cannot be
+    read is the grader's problem, never the student's: ValueError."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [Signature.from_json(s) for s in data["signatures"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a file of known-mistake signatures: {err}") from None

@@ -51,8 +51,10 @@ from pathlib import Path
 
 from lmcourse.course import load_release
 from lmcourse.files import TMP_SUFFIX, atomic_write
-from lmcourse.instructor.gradebook import Gradebook
+from lmcourse.grading import signatures
 from lmcourse.grading.report import feedback_html
+from lmcourse.instructor import mistakes
+from lmcourse.instructor.gradebook import Gradebook
 from lmcourse.grading.result import Result, Status
 from lmcourse.grading.runner import _limits, grader_fingerprint
 
@@ -280,10 +282,11 @@ class _Runners:
                 runner.close()
 
 
-def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, jobs: int):
+def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, jobs: int, hints=()):
     """Grade ``todo`` (``(submission, key)`` pairs), ``jobs`` at a time; yield (submission, result) as each ends.
 
-    Each result is already written to ``out`` when it is yielded. Closing the
+    Each result is already written to ``out`` when it is yielded, with the likely-cause `hints` its failures
+    match (`lmcourse.grading.signatures.attach`). Closing the
     generator early (an interrupted batch) cancels what has not started and
     kills the runners still grading; nothing of theirs is written.
     """
@@ -295,7 +298,7 @@ def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, 
     stopping = threading.Event()
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="lmcourse-grade")
     try:
-        futures = {pool.submit(_grade_one, runners, assignment_id, sub, key, out, timeout, stopping): sub
+        futures = {pool.submit(_grade_one, runners, assignment_id, sub, key, out, timeout, stopping, hints): sub
                    for sub, key in todo}
         for future in as_completed(futures):
             sub = futures[future]
@@ -312,8 +315,8 @@ def grade_all(root: Path, assignment_id: str, todo: list, out: Path, tier: str, 
 
 
 def _grade_one(runners: _Runners, assignment_id: str, sub: Submission, key: str, out: Path, timeout: float,
-               stopping: threading.Event) -> Result:
-    """One job of the pool: the runner grades ``sub``, this process writes its files."""
+               stopping: threading.Event, hints=()) -> Result:
+    """One job of the pool: the runner grades ``sub``, this process adds the hints and writes its files."""
     runner = runners.borrow()
     healthy = False
     try:
@@ -327,6 +330,7 @@ def _grade_one(runners: _Runners, assignment_id: str, sub: Submission, key: str,
         raise RunnerFailure("the batch stopped")
     # key None: a result that is not a grade is graded again on the next run
     result.extra_data = {"student_id": sub.student, "key": key if result.graded else None}
+    signatures.attach(result, hints)
     write_student_files(out, sub.student, result)
     return result
 
@@ -366,12 +370,14 @@ def write_grades_csv(out: Path, rows: list[tuple[str, Result]]) -> Path:
 
 def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: int = 1, force: bool = False,
         tier: str = "cpu", gradebook: Path | None = None, progress: bool = True, log=print,
-        preflight: bool = True) -> dict:
+        preflight: bool = True, hints: str | None = None) -> dict:
     """Grade every submission in ``submissions`` into ``out``; return a summary dict.
 
     preflight: first grade the solution and the release on this machine (cached; see
     `lmcourse.instructor.preflight`); when either is off, raise `GraderError` before any
     student's work is touched.
+    hints: how to get the known mistakes' signatures for the feedback's likely causes
+    (`mistakes.for_feedback`: "compute", "cached", "off"; None: ``$LMCOURSE_HINTS`` or compute).
     """
     from tqdm import tqdm
 
@@ -381,6 +387,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
         from lmcourse.instructor.preflight import preflight_in_subprocess
 
         log(preflight_in_subprocess(root, assignment_id, tier))
+    known = mistakes.for_feedback(root, assignment_id, tier=tier, mode=hints, log=log)
     subs, skipped = find_submissions(submissions, assignment_id)
     for s in skipped:
         log(f"skipped {s}")
@@ -398,7 +405,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     book = Gradebook(gradebook, root, assignment_id) if gradebook else None
     with tqdm(total=len(subs), initial=len(done), desc=f"grading {assignment_id}", unit="nb",
               disable=not progress, file=sys.stderr) as bar:
-        finished = grade_all(root, assignment_id, todo, out, tier, jobs)
+        finished = grade_all(root, assignment_id, todo, out, tier, jobs, known)
         try:
             for sub, result in finished:
                 done.append((sub.student, result))

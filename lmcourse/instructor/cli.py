@@ -40,7 +40,7 @@ def grade(root: Path, args: argparse.Namespace) -> int:
         summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                             tier=resolve_tier(args.tier), gradebook=args.gradebook,
                             progress=not getattr(args, "no_progress", False),
-                            preflight=not getattr(args, "no_preflight", False))
+                            preflight=not getattr(args, "no_preflight", False), hints=getattr(args, "hints", None))
     except (FileNotFoundError, GraderError) as err:
         raise CommandError(str(err)) from None
     return 1 if summary["grader_errors"] else 0
@@ -56,7 +56,8 @@ def _grade_on_slurm(root: Path, args: argparse.Namespace) -> int:
                            "its preflight job has passed on a node like theirs")
     try:
         if args.collect:
-            summary = slurm.collect(root, args.assignment, args.submissions, args.out, gradebook=args.gradebook)
+            summary = slurm.collect(root, args.assignment, args.submissions, args.out, gradebook=args.gradebook,
+                                    hints=getattr(args, "hints", None))
             return 1 if summary["grader_errors"] or summary["queued"] or summary["unsubmitted"] else 0
         options = slurm.Options(partition=args.partition, gpus_per_task=args.gpus_per_task, time=args.time,
                                 cpus_per_task=args.cpus_per_task, mem=args.mem, max_running=args.max_running,
@@ -115,6 +116,34 @@ def gradescope(root: Path, args: argparse.Namespace) -> int:
     from lmcourse.instructor import gradescope as gs
 
     known(root, args.assignment)
-    path = gs.build(root, args.assignment, args.out)
+    path = gs.build(root, args.assignment, args.out, hints=getattr(args, "hints", None))
     print(f"{args.assignment}: Gradescope autograder written to {path}")
+    return 0
+
+
+def mistakes(root: Path, args: argparse.Namespace) -> int:
+    """Grade each known mistake once (cached) and say which ones the feedback can name
+    (see :mod:`lmcourse.instructor.mistakes`)."""
+    import sys
+
+    from lmcourse.errors import CommandError, GraderError
+    from lmcourse.grading import signatures as sig
+    from lmcourse.instructor import mistakes as catalogue
+
+    for aid in args.assignments:
+        known(root, aid)
+    for aid in args.assignments:
+        try:
+            found = catalogue.signatures(root, aid, tier=args.tier, use_cache=not args.force,
+                                         progress=lambda line: print(line, file=sys.stderr, flush=True))
+        except GraderError as err:
+            raise CommandError(str(err)) from None
+        in_check = [s for s in found if sig.hinted(s, found, where="check")]
+        graded = [s for s in found if sig.hinted(s, found, where="graded")]
+        print(f"{aid}: {len(found)} known mistakes; `lmcourse check` names {len(in_check)} of them from the visible "
+              f"checks and test cells, graded feedback {len(graded)}")
+        for s in found:
+            where = ", ".join(w for w, listed in (("check", in_check), ("graded feedback", graded)) if s in listed)
+            print(f"  {s.mistake} [{s.function}]: fails {len(s.failing)} checks and test cells; "
+                  f"its hint is shown in {where or 'neither (its failures are shared with more mistakes)'}")
     return 0

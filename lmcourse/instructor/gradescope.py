@@ -280,16 +280,22 @@ def scripts(assignment_id: str) -> dict[str, str]:
     }
 
 
-def build(root: Path, assignment_id: str, out: Path) -> Path:
-    """Write the autograder zip for ``assignment_id`` to ``out``."""
+def build(root: Path, assignment_id: str, out: Path, *, hints: str | None = None, log=print) -> Path:
+    """Write the autograder zip for ``assignment_id`` to ``out``.
+
+    hints: `mistakes.for_feedback`'s mode; the known mistakes' signatures go in as the checks' ``hints.json``,
+    so that a submission's feedback names the likely cause (a hidden check's, on release)."""
     from lmcourse.course import Assignment, Course
+    from lmcourse.grading import signatures
     from lmcourse.grading.runner import checks_dir
+    from lmcourse.instructor import mistakes
 
     root, out = Path(root), Path(out)
     texts = scripts(assignment_id)
     load_release(root, assignment_id)  # fails with "run lmcourse assign" when missing
     folder = checks_dir(root, assignment_id)
     package = Path(__file__).resolve().parents[1]  # lmcourse/
+    known = mistakes.for_feedback(root, assignment_id, tier="cpu", mode=hints, log=log)
     with atomic_file(out) as f, zipfile.ZipFile(f, "w") as z:
         for name, text in texts.items():
             _write(z, name, text, executable=True)
@@ -301,4 +307,7 @@ def build(root: Path, assignment_id: str, out: Path) -> Path:
         _add_tree(z, assignment.source_path.parent, f"course/solutions/{assignment_id}")
         _add_tree(z, assignment.release_path.parent, f"course/assignments/{assignment_id}")
         _add_tree(z, folder, f"course/autograder/{assignment_id}")
+        if known:
+            _write(z, f"course/autograder/{assignment_id}/{signatures.FILE}",
+                   signatures.dumps(known, assignment=assignment_id))
     return out

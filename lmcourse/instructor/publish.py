@@ -371,7 +371,7 @@ lmcourse = ["edition/**/*", "grading/sandbox/**/*"]
 
 
 def build(root: Path, out: Path, *, repository: str, book_url: str = "the course's book site",
-          ids: list[str] | None = None, force: bool = False) -> dict:
+          ids: list[str] | None = None, force: bool = False, hints: str | None = None, log=print) -> dict:
     """Write the student edition of the course at `root` to `out` and return a summary (per assignment: the
     visible checks it holds, the calls recorded, those left out; the dependencies, size and seconds). Written to
     a staging folder, scanned for leaks, then renamed: a failure leaves `out` as it was. Refuses to write over
@@ -389,7 +389,7 @@ def build(root: Path, out: Path, *, repository: str, book_url: str = "the course
             raise PublishError(f"{out} is not empty; give an empty folder (or --force to replace it)")
     staging = Path(tempfile.mkdtemp(prefix=".edition-", dir=out.parent if out.parent.exists() else None))
     try:
-        summary = _write(root, course, staging, ids, repository, book_url)
+        summary = _write(root, course, staging, ids, repository, book_url, hints, log)
         secrets = leaks.collect(root, published=staging / "lmcourse" / EDITION_DIR / "autograder")
         # Everything, compiled or archived, for a function of an answer or a hidden check and for a hidden check's
         # name; the notebooks also line by line (code shares idioms with answers line for line, `sentences = []`,
@@ -412,7 +412,8 @@ def build(root: Path, out: Path, *, repository: str, book_url: str = "the course
     return summary
 
 
-def _write(root: Path, course: Course, out: Path, ids: list[str], repository: str, book_url: str) -> dict:
+def _write(root: Path, course: Course, out: Path, ids: list[str], repository: str, book_url: str,
+           hints: str | None = None, log=print) -> dict:
     import tomllib
 
     package = out / "lmcourse"
@@ -442,8 +443,9 @@ def _write(root: Path, course: Course, out: Path, ids: list[str], repository: st
             # a check that took a class or a constant from the solution: left out, and the record made again
             left_out.update({check: f"takes {what} from the solution" for check, what in recorded.unreplayable})
         (checks / "reference.replay").write_bytes(recorded.data)
+        hinted = _write_hints(root, aid, checks, recorded.checks, hints, log)
         summary["assignments"][aid] = {"visible_checks": recorded.checks, "recorded_calls": recorded.calls,
-                                       "left_out": left_out}
+                                       "left_out": left_out, "hints": hinted}
     chapters = out / "chapters"
     chapters.mkdir()
     for md in sorted((root / "book" / "units").glob("*.md")):
@@ -469,6 +471,25 @@ def _write(root: Path, course: Course, out: Path, ids: list[str], repository: st
     return summary
 
 
+def _write_hints(root: Path, assignment_id: str, checks: Path, visible: list[str], mode: str | None, log) -> int:
+    """The edition's ``hints.json``: each known mistake's signature cut to what a student sees (the edition's
+    visible checks and the notebook's test cells), under a number instead of its name, with its hint;
+    `lmcourse check` names a mistake whose failures these match exactly. How many were written."""
+    from lmcourse.grading import signatures
+    from lmcourse.instructor import mistakes
+
+    seen = set(visible)
+    shown = []
+    for sig in mistakes.for_feedback(root, assignment_id, tier="cpu", mode=mode, log=log):
+        cut = signatures.restricted(sig, [n for n in sig.visible if n in seen or n.startswith("test cell ")])
+        if cut is not None:
+            shown.append(signatures.Signature(f"{assignment_id}:{len(shown) + 1}", cut.failing, cut.ran, cut.hint,
+                                              cut.function, cut.visible))
+    if shown:
+        (checks / signatures.FILE).write_text(signatures.dumps(shown, assignment=assignment_id), encoding="utf-8")
+    return len(shown)
+
+
 def _cut_checks(assignment: Assignment, checks: Path, exclude: frozenset[str]) -> None:
     """`checks` (emptied first): the assignment's fixtures and limits, and each check file cut to its visible
     checks, less those in `exclude`."""
@@ -484,14 +505,15 @@ def _cut_checks(assignment: Assignment, checks: Path, exclude: frozenset[str]) -
 
 
 def main(root: Path, out: Path, *, repository: str, book_url: str | None, ids: list[str] | None,
-         force: bool) -> int:
+         force: bool, hints: str | None = None) -> int:
     summary = build(root, out, repository=repository, book_url=book_url or "the course's book site", ids=ids,
-                    force=force)
+                    force=force, hints=hints)
     checks = sum(len(a["visible_checks"]) for a in summary["assignments"].values())
     left_out = {f"{aid}: {name}": why for aid, a in summary["assignments"].items() for name, why in a["left_out"].items()}
     print(f"student edition written to {out}: {len(summary['assignments'])} assignments, {checks} visible checks, "
           f"{summary['files']} files, {summary['bytes'] / 1e6:.1f} MB, in {summary['seconds']:.0f} s; "
-          "no solution or hidden check found in it")
+          "no solution or hidden check found in it; "
+          f"{sum(a['hints'] for a in summary['assignments'].values())} known mistakes `lmcourse check` can name")
     if left_out:
         print(f"{len(left_out)} visible checks left out (they run in the course's grader only; their calls on the "
               "solution cannot be recorded):\n  " + "\n  ".join(f"{k}: {v}" for k, v in left_out.items()))

@@ -62,6 +62,8 @@ from pathlib import Path
 from lmcourse.course import load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
+from lmcourse.grading import signatures
+from lmcourse.instructor import mistakes
 from lmcourse.instructor.batch import (Runner, RunnerFailure, _record, find_submissions, runner_timeout, stored_result,
                                     submission_key, write_grades_csv, write_student_files)
 from lmcourse.grading.result import Result, Status
@@ -547,7 +549,7 @@ def run_task(round_dir: Path, index: int) -> int:
 
 
 def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gradebook: Path | None = None,
-            log=print) -> dict:
+            log=print, hints: str | None = None) -> dict:
     """Merge the tasks' results into students/, grades.csv and the gradebook, as a local batch writes them.
 
     Rows: every submission graded (now or before) and every ``grader-error``
@@ -588,7 +590,11 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
         rows.append((sub.student, result))
         new.append((sub.student, result))
 
+    # the likely-cause hints: plain data over the results, so added here (from the CPU tier's signatures: the
+    # checks' names and kinds are the tiers'; a login node need not have a GPU)
+    known = mistakes.for_feedback(root, assignment_id, tier="cpu", mode=hints, log=log) if new else []
     for student, result in new:
+        signatures.attach(result, known)
         write_student_files(out, student, result)
     book = Gradebook(gradebook, root, assignment_id) if gradebook else None
     if book:
