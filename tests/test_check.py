@@ -257,6 +257,12 @@ NOT_VISIBLE = {
     "RNNLM makes the zero state itself, with the weights' dtype but no device",
     # 07-gpt's causal mask made without device=: on a student's CPU it is where everything else is
     "causal mask made on the CPU",
+    # 04's and 05's tensors made on, or sent to, the CPU (and 05's detour through NumPy): invisible where
+    # everything is on the CPU; the hidden checks run them as on a GPU
+    "key_padding_mask's positions made on the CPU",
+    "greedy_decode's <BOS> column made on the CPU",
+    "greedy_decode returns its tokens on the CPU",
+    "greedy_decode returns its tokens through NumPy",
     # 07-gpt's visible training cell learns its repeating pattern with gradients that pile up too (a loss below
     # 0.3 either way); the hidden run on Shakespeare fails it (2.31 against the threshold 2.08)
     "train_gpt never zeroes the gradients",
@@ -279,6 +285,8 @@ CAUGHT_BY_A_VISIBLE_CHECK = {
     "train_gpt without the warm-up (cosine from the first step)",
     "train_gpt never clips the gradients",
     "train_gpt's schedule one step late",
+    # 04's causal_mask is checked on the device it is given by a visible check
+    "causal_mask ignores its device argument",
 }
 
 

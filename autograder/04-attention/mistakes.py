@@ -22,8 +22,10 @@ ATTENTION = ("scaled_dot_product_attention: outputs, weights and gradients match
 ATTENTION_PROPERTIES = ("scaled_dot_product_attention: a fully masked row gives zero weights and a zero output; "
                         "permuting the keys and values together permutes the weights' columns and leaves the "
                         "outputs unchanged")
-CAUSAL = "causal_mask: boolean (T, T), True on and below the diagonal, T = 1 to 9"
-PADDING = "key_padding_mask: boolean (B, 1, 1, T), True at each sequence's real positions, for random lengths"
+CAUSAL = ("causal_mask: boolean (T, T), True on and below the diagonal, T = 1 to 9, made on the device it is "
+          "given")
+PADDING = ("key_padding_mask: boolean (B, 1, 1, T), True at each sequence's real positions, for random lengths; "
+           "made on the device of the lengths")
 MHA_SELF = ("MultiHeadAttention: self-attention without a mask, outputs, per-head weights and gradients match "
             "nn.MultiheadAttention with the same weights")
 MHA_MASKS = ("MultiHeadAttention: causal self-attention and cross-attention with key padding match "
@@ -36,7 +38,8 @@ MHA_HEADS = ("MultiHeadAttention: heads are independent: changing one head's que
              "weights only")
 DECODER = ("AttentionSeq2Seq: logits, attention weights and gradients match the reference with the same weights "
            "(teacher forcing, padded sources; float32 and float64)")
-GREEDY = "AttentionSeq2Seq.greedy_decode: each token is the most likely one given <BOS> and the tokens before it"
+GREEDY = ("AttentionSeq2Seq.greedy_decode: each token is the most likely one given <BOS> and the tokens before it; "
+          "it runs where its input is")
 STEPS = ("train_reverser, step by step: each optimiser step receives the gradient of that step's loss (padding "
          "ignored), clipped to global norm 1")
 TRAINING = "train_reverser: the trained model reverses enough long held-out strings exactly (greedy decoding)"
@@ -144,6 +147,23 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "logits[:, -1].argmax(dim=-1, keepdim=True)", "logits[:, 0].argmax(dim=-1, keepdim=True)",
         why="the prediction after <BOS> repeated instead of the newest one"),
         (GREEDY,)),
+    # the device (issue #40, class 1): right on a laptop, an error on a GPU
+    "causal_mask ignores its device argument": ("causal_mask", Edit(
+        "torch.ones(T, T, dtype=torch.bool, device=device)", "torch.ones(T, T, dtype=torch.bool)",
+        why="the mask is always made on the CPU"),
+        (CAUSAL,)),
+    "key_padding_mask's positions made on the CPU": ("key_padding_mask", Edit(
+        "torch.arange(T, device=lengths.device)", "torch.arange(T)",
+        why="compared with lengths on a GPU: two devices in one operation"),
+        (PADDING,)),
+    "greedy_decode's <BOS> column made on the CPU": ("AttentionSeq2Seq", Edit(
+        "BOS_ID, dtype=torch.long, device=src.device)  # (B, 1)", "BOS_ID, dtype=torch.long)  # (B, 1)",
+        why="the decoder is run on a CPU prefix while the source and the model are on the GPU"),
+        (GREEDY,)),
+    "greedy_decode returns its tokens on the CPU": ("AttentionSeq2Seq", Edit(
+        "        return ys[:, 1:]  # without the <BOS>", "        return ys[:, 1:].cpu()  # without the <BOS>",
+        why="the caller's next step (comparing with targets on the GPU) mixes devices"),
+        (GREEDY,)),
 }
 
 # Checks a mistake's grade leaves out unless the mistake is written to fail them: the training run.
@@ -214,4 +234,16 @@ HINTS: dict[str, str] = {
     "greedy_decode reads the first position's logits":
         "Check which position's logits pick the next token: the newest one, at the end of the sequence so "
         "far.",
+    "causal_mask ignores its device argument":
+        "Check where your causal mask is made: `causal_mask` is given a device and must build the mask there, "
+        "or a model on a GPU meets a mask on the CPU.",
+    "key_padding_mask's positions made on the CPU":
+        "Check where the positions you compare with the lengths are made: a new tensor lands on the CPU unless "
+        "you ask for the device of the lengths, and on a GPU the comparison then fails.",
+    "greedy_decode's <BOS> column made on the CPU":
+        "Check where the first column of your decoded sequence is made: every new tensor must be made on the "
+        "device of the source, or decoding on a GPU fails at the first step.",
+    "greedy_decode returns its tokens on the CPU":
+        "Check where the tokens `greedy_decode` returns live: they should stay on the device of the source, "
+        "so that whoever called it can compare them with targets there.",
 }

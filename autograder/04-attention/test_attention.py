@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from lmcourse.grading.checks import check, expect_close, expect_shape
-from lmcourse.grading.compare import one_thread
+from lmcourse.grading.compare import expect_runs_elsewhere, one_thread
+from lmcourse.grading.sandbox.inside.probes import DEVICE_ARG
 
 
 def _softmax(z, mask=None):
@@ -166,8 +167,8 @@ def test_attention_properties(student, rng, both, trusted, rules):
                  "the same way)", rtol=1e-4, atol=1e-6)
 
 
-@check(points=1, cell="test_masks", name="causal_mask: boolean (T, T), True on and below the diagonal, T = 1 to 9",
-       visibility="visible")
+@check(points=1, cell="test_masks", name="causal_mask: boolean (T, T), True on and below the diagonal, T = 1 to 9, "
+                                        "made on the device it is given", visibility="visible")
 def test_causal_mask(student):
     for T in range(1, 10):
         found = student.probe("call_with_tensors", fn="causal_mask", args=[T])
@@ -179,10 +180,12 @@ def test_causal_mask(student):
             i, j = (int(a) for a in np.argwhere(arr != expected)[0])
             raise AssertionError(f"causal_mask({T}): at query {i}, key {j} expected {bool(expected[i, j])}, found "
                                  f"{bool(arr[i, j])}; position i may attend to positions 0..i, itself included")
+    expect_runs_elsewhere(student, fn="causal_mask", args=[6], kwargs={"device": DEVICE_ARG},
+                          what="causal_mask(6, device=...): the mask is made on the device it is given")
 
 
 @check(points=1, cell="test_masks", name="key_padding_mask: boolean (B, 1, 1, T), True at each sequence's real "
-                                        "positions, for random lengths")
+                                        "positions, for random lengths; made on the device of the lengths")
 def test_key_padding_mask(student, rng):
     for B, T in ((5, 9), (1, 1), (3, 4), (8, 20)):
         lengths = rng.integers(1, T + 1, size=B)
@@ -197,3 +200,5 @@ def test_key_padding_mask(student, rng):
             b, _, _, t = (int(a) for a in np.argwhere(arr != expected)[0])
             raise AssertionError(f"{what}: sequence {b} (length {lengths[b]}), position {t}: expected "
                                  f"{bool(expected[b, 0, 0, t])}, found {bool(arr[b, 0, 0, t])}")
+    expect_runs_elsewhere(student, fn="key_padding_mask", args=[np.array([3, 5, 1], dtype=np.int64), 5],
+                          what="key_padding_mask(lengths [3, 5, 1], T=5): the mask is made where the lengths are")

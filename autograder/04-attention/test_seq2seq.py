@@ -63,7 +63,7 @@ import torch
 
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
-from lmcourse.grading.compare import one_thread, random_weights
+from lmcourse.grading.compare import expect_runs_elsewhere, one_thread, random_weights
 from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows, \
     trusted_model
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
@@ -106,7 +106,7 @@ def test_decoder(student, reference, rng, compare):
 
 
 @check(points=1, cell="test_decoder", name="AttentionSeq2Seq.greedy_decode: each token is the most likely one given "
-                                          "<BOS> and the tokens before it")
+                                          "<BOS> and the tokens before it; it runs where its input is")
 def test_greedy_decode(student, reference, rng, rules):
     w = _weights(reference, rng, scale=2.0)
     model = reference.AttentionSeq2Seq(**SEQ)
@@ -118,6 +118,10 @@ def test_greedy_decode(student, reference, rng, rules):
         ys = student.probe("call_method", cls="AttentionSeq2Seq", method="greedy_decode", init_kwargs=SEQ,
                            state_dict=w, args=[src, max_len], tensors=True, **rules)
         check_greedy_choices(ys, src, max_len, model, vocab_size=VOCAB_SIZE, what=what)
+    src = _batch(rng, 4, 2, 9).src.numpy()
+    expect_runs_elsewhere(student, cls="AttentionSeq2Seq", method="greedy_decode", init_kwargs=SEQ, state_dict=w,
+                          args=[src, 8], what=f"greedy_decode(src {src.shape}, max_len=8) of AttentionSeq2Seq(d_emb=8, "
+                                              "d_hidden=12)", **rules)
 
 
 # The step-by-step trace: a tiny model and a learning rate so large that from the second step on the raw

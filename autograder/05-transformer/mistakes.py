@@ -28,7 +28,8 @@ FORWARD = ("Transformer: logits and gradients match the reference with the same 
            "positions, post-norm with learned ones; padded sources; float32, float64, another device)")
 PROPERTIES = ("Transformer: no position reads a later target token, the source's padding changes nothing, and the "
               "source matters")
-GREEDY = "Transformer.greedy_decode: each token is the most likely one given <BOS> and the tokens before it"
+GREEDY = ("Transformer.greedy_decode: each token is the most likely one given <BOS> and the tokens before it; it "
+          "runs where its input is")
 STEPS = ("train_transformer, step by step: each optimiser step receives the gradient of that step's loss (padding "
          "ignored), clipped to global norm 1, at the warm-up's learning rate")
 TRAINING = "train_transformer: the trained model translates enough held-out dates exactly (greedy decoding)"
@@ -133,6 +134,16 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "train_transformer: gradients never clipped": ("train_transformer", Edit(
         "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "", why="the spec clips the global norm to 1"),
         (STEPS,)),
+    # the device (issue #40, class 1): right on a laptop, an error on a GPU
+    "greedy_decode's <BOS> column made on the CPU": ("Transformer", Edit(
+        "ys = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)",
+        "ys = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)",
+        why="the decoder meets a CPU prefix while the memory and the model are on the GPU"),
+        (GREEDY,)),
+    "greedy_decode returns its tokens through NumPy": ("Transformer", Edit(
+        "return ys[:, 1:]", "return torch.from_numpy(ys[:, 1:].numpy())",
+        why="a GPU tensor cannot become a NumPy array"),
+        (GREEDY,)),
 }
 
 # Checks a mistake's signature leaves out unless the mistake is written to fail them: the training run (about
@@ -220,4 +231,10 @@ HINTS: dict[str, str] = {
         "Check what happens between the backward pass and the optimiser step: the specification clips the "
         "gradients of all parameters together to a global norm of 1, which guards each update against a rare, "
         "very large gradient.",
+    "greedy_decode's <BOS> column made on the CPU":
+        "Check where the first column of your decoded sequence is made: a new tensor lands on the CPU unless you "
+        "ask for the device of the source, and decoding on a GPU then fails at the first step.",
+    "greedy_decode returns its tokens through NumPy":
+        "Check how `greedy_decode` hands back its tokens: a tensor on a GPU cannot become a NumPy array, so keep "
+        "them a torch tensor on the source's device.",
 }

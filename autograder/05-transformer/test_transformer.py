@@ -18,7 +18,7 @@ import torch
 
 from lmcourse.dates import VOCAB_SIZE, date_pairs
 from lmcourse.grading.checks import check, expect_shape
-from lmcourse.grading.compare import expect_on_other_device
+from lmcourse.grading.compare import expect_on_other_device, expect_runs_elsewhere
 from lmcourse.grading.seq2seq import check_greedy_choices
 from lmcourse.seq2seq import PAD_ID, seq2seq_batch
 
@@ -92,7 +92,7 @@ def test_transformer_properties(student, reference, rng, rules, block_weights):
 
 
 @check(points=2, cell="test_transformer", name="Transformer.greedy_decode: each token is the most likely one given "
-                                              "<BOS> and the tokens before it")
+                                              "<BOS> and the tokens before it; it runs where its input is")
 def test_greedy_decode(student, reference, rng, rules, block_weights):
     for kw in MODELS:
         w = block_weights(reference.Transformer, kw, rng, scale=2.0)
@@ -105,3 +105,6 @@ def test_greedy_decode(student, reference, rng, rules, block_weights):
             ys = student.probe("call_method", cls="Transformer", method="greedy_decode", init_kwargs=kw,
                                state_dict=w, args=[src, max_len], tensors=True, **rules)
             check_greedy_choices(ys, src, max_len, model, vocab_size=VOCAB_SIZE, what=what)
+        src, _ = _batch(rng, 3)
+        expect_runs_elsewhere(student, cls="Transformer", method="greedy_decode", init_kwargs=kw, state_dict=w,
+                              args=[src, 9], what=f"greedy_decode(src {src.shape}, max_len=9) of {_shown(kw)}", **rules)

@@ -267,6 +267,58 @@ def expect_on_other_device(student, *, cls: str, inputs: list, what: str, init_k
     return found
 
 
+def expect_runs_elsewhere(student, *, what: str, **probe_options) -> dict:
+    """A function (``fn=``), or a module's method (``cls=``, ``method=``, ``init_kwargs=``, ``state_dict=``),
+    must run where its inputs are, and give there what it gives on the CPU.
+
+    The probe `call_elsewhere` runs it on the CPU, then with its tensors (arguments, the module's parameters
+    and buffers) marked as on a GPU and computed on the CPU (`inside.elsewhere`): unlike
+    `expect_on_other_device`'s fake tensors, with real numbers, so a greedy decoder's loop and early stop, a
+    sampler's draws and ``.item()`` all run. Fails (AssertionError) where an operation mixed a CPU tensor with
+    the others, where NumPy met a GPU tensor, where an output came back on the CPU, or where the outputs
+    differ from the CPU's. A failure the probe cannot judge (something a CPU build of PyTorch cannot do for a
+    CUDA device) passes: a grader's limitation never costs a point. ``"<device>"`` (`DEVICE_ARG`) in
+    ``args``/``kwargs`` becomes the device of each run. Returns the probe's result.
+    """
+    from lmcourse.grading.sandbox.inside import elsewhere
+
+    found = student.probe("call_elsewhere", **probe_options)
+    if not (isinstance(found, dict) and isinstance(found.get("outputs"), list) and isinstance(found.get("cpu"), list)):
+        raise AssertionError(f"{what}: the grader could not read what your code did on another device")
+    where = f"{what}, with its inputs on a GPU (the grader's stands in for one: the tensors act as on {elsewhere.DEVICE})"
+    advice = ("Make every new tensor on the device of the inputs: torch.full(..., device=src.device), "
+              "x.new_zeros(...), torch.zeros_like(x)")
+    mismatch = found.get("mismatch")
+    if mismatch:
+        if "numpy" in str(mismatch):
+            raise AssertionError(f"{where}: it stopped with PyTorch's error \"{str(mismatch)[:200]}\". A tensor on a "
+                                 "GPU cannot become a NumPy array; keep the computation in torch (or call .cpu() "
+                                 "first where a NumPy value is really wanted)")
+        raise AssertionError(f"{where}: it stopped with PyTorch's error \"{str(mismatch)[:300]}\". A tensor made "
+                             "without a device is made on the CPU, whatever the inputs' device, and cannot meet "
+                             f"them in one operation. {advice}")
+    if not found.get("ran"):
+        return found  # inconclusive: the run failed for a reason the probe cannot judge
+    outs, cpu = found["outputs"], found["cpu"]
+    if len(outs) != len(cpu):
+        raise AssertionError(f"{where}: it returned {len(outs)} tensor(s), and {len(cpu)} on the CPU")
+    for i, (o, c) in enumerate(zip(outs, cpu)):
+        if not (isinstance(o, dict) and isinstance(c, dict)):
+            raise AssertionError(f"{where}: the grader could not read your code's outputs")
+        if o.get("device") != elsewhere.DEVICE:
+            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} came back on the CPU; expected on "
+                                 "the inputs' device (no .cpu() or .to('cpu') on what it returns, and every tensor "
+                                 f"it builds made where the inputs are). {advice}")
+        if o.get("dtype") != c.get("dtype") or o.get("shape") != c.get("shape"):
+            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} is {o.get('dtype')} of shape "
+                                 f"{tuple(o.get('shape') or ())}; on the CPU it is {c.get('dtype')} of shape "
+                                 f"{tuple(c.get('shape') or ())}")
+    if found.get("same") is not True:
+        raise AssertionError(f"{where}: it returned other values than on the CPU, from the same inputs and seed; "
+                             "the result must not depend on the device")
+    return found
+
+
 def comparison_fixtures(rules: dict):
     """The fixtures every module-comparing assignment's conftest defines, bound to its `rules` (probe
     options such as ``no_builtin_rnn=True``): ``rules``, ``compare``, ``both`` and ``weights``.

@@ -861,6 +861,107 @@ def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=No
     return result
 
 
+# What a check writes where the device goes (``causal_mask(T, device=DEVICE_ARG)``): the CPU in the probe's first
+# run, the other device in its second.
+DEVICE_ARG = "<device>"
+
+
+def _with_device(value, device):
+    if isinstance(value, str) and value == DEVICE_ARG:
+        return device
+    if type(value) in (tuple, list):
+        return type(value)(_with_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _with_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _same(a, b) -> bool:
+    torch = _torch()
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a.detach(), b.detach())))
+    if type(a) in (tuple, list) and type(b) in (tuple, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 (a student's object whose == fails or is ambiguous)
+        return False
+
+
+@probe
+@refusing_builtins
+def call_elsewhere(module, *, fn: str | None = None, cls: str | None = None, method: str | None = None,
+                   init_kwargs=None, state_dict=None, args=(), kwargs=None, seed: int | None = 0):
+    """Does a function (`fn`), or a module's method (``cls(**init_kwargs).<method>``, with `state_dict`; the
+    module itself where `method` is None), run where its inputs are, on a device other than the CPU?
+
+    Runs it twice, without gradients and in eval mode: for real on the CPU (an error there is the student's
+    and propagates), then with the module's parameters and buffers and every tensor argument on another
+    device (`elsewhere.Elsewhere`: marked as on ``cuda:0``, computed on the CPU with real numbers, so data-
+    dependent code such as a greedy decoder's early stop runs). Arrays in `args`/`kwargs` become tensors;
+    `DEVICE_ARG` becomes the device ("cpu", then ``cuda:0``). torch and NumPy are seeded with `seed` before
+    each run.
+
+    Returns ``{"ran": bool, "mismatch": PyTorch's words where an operation mixed devices (or a CUDA tensor
+    met NumPy), else None, "inconclusive": "<type>: <message>" where the second run failed otherwise (what a
+    CPU build of PyTorch cannot do for a CUDA device: the probe cannot tell), "outputs": [{"device",
+    "dtype", "shape"}] of the second run's output tensors (flattened), "cpu": the same of the first,
+    "same": whether the second run returned what the first did}``. Untrusted like every probe's result.
+    """
+    torch = _torch()
+    from . import elsewhere
+
+    if cls is not None:
+        obj = instantiate(module, cls, init_kwargs, state_dict, seed)
+        if not isinstance(obj, torch.nn.Module):
+            raise WrongResult(f"{cls} is not a torch.nn.Module")
+        obj.eval()
+        if method is None:
+            target = obj
+        else:
+            if type(method) is not str or method.startswith("__"):
+                raise ProbeUsageError("method must be a public method name")
+            target = getattr(obj, method, None)
+            if not callable(target):
+                raise Missing(f"{cls}.{method}")
+    elif fn is not None:
+        obj, target = None, _get(module, fn, "function")
+    else:
+        raise ProbeUsageError("call_elsewhere needs fn, or cls (and method)")
+
+    def inputs(device):
+        return (to_tensor(_with_device(list(args or ()), device)),
+                to_tensor(_with_device(dict(kwargs or {}), device)))
+
+    xs, kw = inputs("cpu")
+    seed_everything(seed)
+    with torch.no_grad():
+        first = target(*xs, **kw)
+    result = {"ran": False, "mismatch": None, "inconclusive": None, "outputs": [],
+              "cpu": _summary(_flat_tensors(first)), "same": False}
+    xs, kw = inputs(torch.device(elsewhere.DEVICE))
+    elsewhere.mark((xs, kw))
+    if obj is not None:
+        elsewhere.place(obj)
+    seed_everything(seed)
+    try:
+        with torch.no_grad(), elsewhere.Elsewhere():
+            second = target(*xs, **kw)
+    except BuiltinUsed:
+        raise
+    except Exception as exc:  # noqa: BLE001 (what the second run's failure was decides its meaning)
+        if isinstance(exc, elsewhere.DeviceMismatch) or _device_mismatch(exc):
+            result["mismatch"] = _message(exc)
+        else:
+            result["inconclusive"] = f"{type(exc).__name__}: {_message(exc)}"
+        return result
+    outs = _flat_tensors(second)
+    result.update(ran=True, same=_same(first, second), outputs=[
+        dict(s, device=elsewhere.DEVICE if elsewhere.marked(o) else "cpu") for s, o in zip(_summary(outs), outs)])
+    return result
+
+
 @contextlib.contextmanager
 def _full_float32():
     """float32 matrix products in full precision (no TF32) while active, whatever the student's code set:
