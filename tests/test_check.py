@@ -263,6 +263,13 @@ NOT_VISIBLE = {
     "greedy_decode's <BOS> column made on the CPU",
     "greedy_decode returns its tokens on the CPU",
     "greedy_decode returns its tokens through NumPy",
+    "mask_tokens makes its special ids on the CPU",
+    "mask_tokens draws with a CPU generator on the ids' device",
+    "mask_tokens leaves its draws on the CPU",
+    "top_k_filter fills with a tensor of -inf made on the CPU",
+    "generate appends each new token on the CPU",
+    "apply_rope's frequencies made on the CPU",
+    "apply_rope's frequencies from a Python list",
     # 07-gpt's visible training cell learns its repeating pattern with gradients that pile up too (a loss below
     # 0.3 either way); the hidden run on Shakespeare fails it (2.31 against the threshold 2.08)
     "train_gpt never zeroes the gradients",

@@ -16,7 +16,7 @@ from lmcourse.instructor.testing import Edit
 WORDPIECE = ("wordpiece_tokenize: the ids equal the reference tokenizer's on MiniLM's vocabulary (punctuation, "
              "accents, numbers, unknown and over-long words, empty text, lines of Shakespeare, random strings)")
 MASK_STRUCTURE = ("mask_tokens: labels, unselected positions, special positions and random replacements as "
-                  "specified; the generator decides")
+                  "specified; the generator decides; it runs where ids are")
 MASK_STATS = ("mask_tokens: on 200,000 positions, 15% selected and of those 80% [MASK], 10% random, 10% unchanged, "
               "independent of token and position; random ids uniform over the non-special vocabulary")
 LAYER = ("BertLayer: outputs and gradients match the reference with the same weights (post-norm, exact GELU, "
@@ -161,6 +161,20 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "        model.bert.load_state_dict({name: torch.as_tensor(value) for name, value in bert_state.items()})\n",
         "", why="the pretrained encoder never used"),
         (FINE_TUNE,)),
+    # the device (issue #40, class 1): right on a laptop, an error on a GPU
+    "mask_tokens makes its special ids on the CPU": ("mask_tokens", Edit(
+        "torch.as_tensor(list(special_ids), dtype=ids.dtype, device=ids.device)",
+        "torch.as_tensor(list(special_ids), dtype=ids.dtype)", why="isin(ids on the GPU, specials on the CPU)"),
+        (MASK_STRUCTURE,)),
+    "mask_tokens draws with a CPU generator on the ids' device": ("mask_tokens", Edit(
+        "    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
+        "    selected = torch.rand(ids.shape, generator=generator, device=ids.device) < p\n"
+        "    selected = selected & selectable\n", why="a CPU generator cannot draw on a GPU"),
+        (MASK_STRUCTURE,)),
+    "mask_tokens leaves its draws on the CPU": ("mask_tokens", Edit(
+        _RAND, "    outcome = torch.rand(ids.shape, generator=generator)  # one draw decides mask / random / keep\n",
+        why="compared with the selection on the GPU"),
+        (MASK_STRUCTURE,)),
 }
 
 # Checks a mistake's signature leaves out unless the mistake is written to fail them: the training runs,
@@ -241,4 +255,13 @@ HINTS: dict[str, str] = {
     "fine_tune ignores bert_state (always from scratch)":
         "Check that fine-tuning starts from the pretrained encoder it is given: if those weights never reach the "
         "classifier's encoder, the run trains from scratch and loses all that pretraining learned.",
+    "mask_tokens makes its special ids on the CPU":
+        "Check where the tensor of special ids you compare with is made: a new tensor lands on the CPU unless you "
+        "ask for the device of the ids, and on a GPU the comparison then fails.",
+    "mask_tokens draws with a CPU generator on the ids' device":
+        "Check where your random draws happen: the generator you are given lives on the CPU and can only draw "
+        "there, so draw on the CPU and then move the draws to the device of the ids.",
+    "mask_tokens leaves its draws on the CPU":
+        "Check that every random draw is moved to the device of the ids before it meets them: draws made on the "
+        "CPU cannot be combined with ids on a GPU.",
 }

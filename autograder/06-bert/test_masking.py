@@ -26,6 +26,8 @@ import numpy as np
 
 from lmcourse import minilm
 from lmcourse.grading.checks import check, expect_shape
+from lmcourse.grading.compare import expect_runs_elsewhere
+from lmcourse.grading.sandbox.inside.probes import GENERATOR_ARG
 
 Z = 6.0  # |z| above this fails: P < 2e-9 per test for a correct implementation
 
@@ -64,7 +66,8 @@ def _rows(rng, B, T, special, low, high, zipf=True):
 
 
 @check(points=2, cell="test_mask_tokens", name="mask_tokens: labels, unselected positions, special positions "
-                                              "and random replacements as specified; the generator decides")
+                                              "and random replacements as specified; the generator decides; it "
+                                              "runs where ids are")
 def test_mask_structure(student, rng):
     # a 12-id vocabulary with specials 0, 3, 5, 7 (PAD, CLS, SEP, MASK) and 9 as [UNK]
     special = {"[PAD]": 0, "[CLS]": 3, "[SEP]": 5, "[MASK]": 7, "[UNK]": 9}
@@ -117,6 +120,9 @@ def test_mask_structure(student, rng):
         raise AssertionError(f"{what}: generators seeded differently gave the same result; draw all randomness "
                              "from the generator you are given (torch.rand(..., generator=generator)), not from "
                              "torch's global generator")
+    expect_runs_elsewhere(student, fn="mask_tokens", args=[ids[:6], specials, 7, 12, GENERATOR_ARG],
+                          what="mask_tokens(ids (6, 40) on a GPU, special_ids, mask_id=7, vocab_size=12, a CPU "
+                               "generator)")
 
 
 def _z(found, expected, n):

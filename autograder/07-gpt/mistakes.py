@@ -39,7 +39,8 @@ GPT_MODEL = ("GPT: logits and gradients match the reference with the same weight
              "layer; float32, float64, another device)")
 PARAMS = ("count_parameters: GPT-2's four sizes and small models, equal to the number of parameters your GPT has (the "
           "tied matrix counted once)")
-TOP_K = "top_k_filter: exactly the k largest logits of each row kept, unchanged, the rest -inf"
+TOP_K = ("top_k_filter: exactly the k largest logits of each row kept, unchanged, the rest -inf; it runs where the "
+         "logits are")
 TOP_P = ("top_p_filter: the smallest set of most probable tokens holding at least p (the crossing token kept), "
          "unchanged, the rest -inf")
 SAMPLE = ("sample_next: on 20,000 rows, each draw follows the filtered softmax (chi-square), rows independent, the "
@@ -51,7 +52,7 @@ TRAINING_STEPS = ("train_gpt, step by step: the warm-up + cosine learning rate o
 TRAINING = ("train_gpt: a GPT trained on TinyShakespeare's characters reaches the validation loss threshold (computed "
             "by the grader)")
 GENERATE = ("generate: greedy tokens equal the reference's with the same weights, with the cache and without it "
-            "(cropped to the context)")
+            "(cropped to the context); it runs where the prompt is")
 
 # The straightforward trainer the instructions endorse: recount every pair of the distinct pre-tokens after
 # each merge. A correct alternate (it must pass the speed check), and the base of the tie and counting variants.
@@ -295,6 +296,17 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "generate without the cache does not crop to block_size": ("generate", Edit(
         "            logits = model(idx[:, -model.block_size:])", "            logits = model(idx)", why="no crop"),
         (GENERATE,)),
+    # the device (issue #40, class 1): right on a laptop, an error on a GPU
+    "top_k_filter fills with a tensor of -inf made on the CPU": ("top_k_filter", Edit(
+        'return logits.masked_fill(logits < kth, float("-inf"))',
+        'return torch.where(logits < kth, torch.full(logits.shape, float("-inf")), logits)',
+        why="torch.full without a device"),
+        (TOP_K,)),
+    "generate appends each new token on the CPU": ("generate", Edit(
+        "        idx = torch.cat([idx, next_id[:, None]], dim=1)",
+        "        idx = torch.cat([idx.cpu(), next_id[:, None].cpu()], dim=1)  # (to print as it goes)",
+        why="the sequence leaves the model's device"),
+        (GENERATE,)),
     # Part 5: training
     "train_gpt learns to repeat its input (targets not shifted)": ("train_gpt", Edit(
         "            loss = F.cross_entropy(logits.reshape(-1, vocab_size).float(), y.reshape(-1))",
@@ -409,6 +421,13 @@ HINTS: dict[str, str] = {
         "holds the earlier ones.",
     "generate without the cache does not crop to block_size":
         "Check the length of the context you feed without a cache: keep only the last block size tokens.",
+    "top_k_filter fills with a tensor of -inf made on the CPU":
+        "Check where the tensor of minus infinities you fill with is made: a new tensor lands on the CPU unless "
+        "you ask for the device of the logits, and on a GPU the two cannot meet. Filling in place with a number "
+        "avoids the question.",
+    "generate appends each new token on the CPU":
+        "Check where the sequence you grow lives: keep every new token on the device of the prompt, since the "
+        "model on a GPU cannot read a sequence moved to the CPU.",
     "train_gpt learns to repeat its input (targets not shifted)":
         "Check your targets: each position predicts the next character, so the targets are the inputs moved "
         "one place along.",

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from lmcourse.grading.checks import check, expect_close
-from lmcourse.grading.compare import block_weights, one_thread
+from lmcourse.grading.compare import block_weights, expect_runs_elsewhere, one_thread
 from lmcourse.grading.sandbox.inside import probes
 
 P_FAIL = 1e-6
@@ -47,10 +47,11 @@ def _filtered(student, reference, fn, logits, what, **kw):
 
 
 @check(points=1, cell="test_filters", name="top_k_filter: exactly the k largest logits of each row kept, unchanged, "
-                                           "the rest -inf")
+                                           "the rest -inf; it runs where the logits are")
 def test_top_k(student, reference, rng):
     for shape, k in (((4, 10), 3), ((2, 3, 50), 1), ((1, 7), 7), ((5, 100), 40)):
         _filtered(student, reference, "top_k_filter", _no_ties(rng, *shape), f"top_k_filter(logits {shape}, k={k})", k=k)
+    expect_runs_elsewhere(student, fn="top_k_filter", args=[_no_ties(rng, 4, 10), 3], what="top_k_filter(logits (4, 10), k=3)")
 
 
 def _safe_p(rng, logits) -> float:
@@ -188,7 +189,8 @@ GEN_MODEL = dict(vocab_size=30, block_size=16, d_model=16, n_heads=2, n_layers=2
 
 
 @check(points=1, cell="test_kv_cache", name="generate: greedy tokens equal the reference's with the same weights, with "
-                                            "the cache and without it (cropped to the context)")
+                                            "the cache and without it (cropped to the context); it runs where the "
+                                            "prompt is")
 def test_generate(student, reference, rng, rules):
     w = block_weights(reference.GPT, GEN_MODEL, rng, scale=3.0)
     prompt = rng.integers(0, 30, size=(3, 4)).astype(np.int64)
@@ -205,3 +207,7 @@ def test_generate(student, reference, rng, rules):
             row, col = np.argwhere(found != expected)[0]
             raise AssertionError(f"{what}: row {row} differs from the greedy chain at position {col}: expected "
                                  f"{expected[row, col:col + 4].tolist()}, found {found[row, col:col + 4].tolist()}")
+    for use_cache in (True, False):
+        expect_runs_elsewhere(student, fn="generate", cls="GPT", init_kwargs=GEN_MODEL, state_dict=w, args=[prompt],
+                              kwargs={"n_new": 6, "temperature": 0, "use_cache": use_cache}, timeout=60,
+                              what=f"generate(model, prompt (3, 4), 6, temperature=0, use_cache={use_cache})", **rules)

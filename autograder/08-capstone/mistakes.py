@@ -15,7 +15,7 @@ from lmcourse.instructor.testing import Edit
 RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
            "float32 and float64, another device)")
 ROPE = ("apply_rope: the same rotation as the reference (adjacent pairs, the angles positions x base^(-2i/d_head); "
-        "float32 and float64)")
+        "float32 and float64; where x is)")
 SWIGLU = "SwiGLU: outputs and gradients match the reference with the same weights (SiLU on gate, times up, then down; float32 and float64)"
 ATTENTION = ("GroupedQueryAttention: outputs and gradients match the reference with the same weights (RoPE, heads "
              "shared in groups, causal, scaled; float32 and float64)")
@@ -106,6 +106,16 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "only the digits 0-9 split apart (not every numeric character)": ("smollm_pretokenize", Edit(
         'regex.split(r"(\\p{N})", text)', 'regex.split(r"([0-9])", text)', why="ASCII digits"),
         (PRETOKENIZE, ENCODE)),
+    # the device (issue #40, class 1): right on a laptop, an error on a GPU
+    "apply_rope's frequencies made on the CPU": ("apply_rope", Edit(
+        "torch.arange(0, d_head, 2, device=x.device, dtype=torch.float32)", "torch.arange(0, d_head, 2, dtype=torch.float32)",
+        why="the angles meet x on the GPU"),
+        (ROPE,)),
+    "apply_rope's frequencies from a Python list": ("apply_rope", Edit(
+        "    theta = base ** (-torch.arange(0, d_head, 2, device=x.device, dtype=torch.float32) / d_head)  # (d_head/2,)\n",
+        "    theta = torch.tensor([base ** (-i / d_head) for i in range(0, d_head, 2)], dtype=torch.float32)\n",
+        why="torch.tensor of a list is made on the CPU"),
+        (ROPE,)),
 }
 
 # Checks a mistake's grade leaves out unless the mistake is written to fail them: those that load SmolLM2's
@@ -155,4 +165,10 @@ HINTS: dict[str, str] = {
     "only the digits 0-9 split apart (not every numeric character)":
         "Check which characters count as digits for the split: every numeric character in Unicode, not only "
         "the ten ASCII ones.",
+    "apply_rope's frequencies made on the CPU":
+        "Check where your rotation frequencies are made: a new tensor lands on the CPU unless you ask for the "
+        "device of x, and on a GPU the angles then cannot meet x.",
+    "apply_rope's frequencies from a Python list":
+        "Check how you build the rotation frequencies: a tensor made from a Python list lives on the CPU, so on "
+        "a GPU it cannot meet x. Build it with torch on the device of x instead.",
 }

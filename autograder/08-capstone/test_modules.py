@@ -17,7 +17,7 @@ import numpy as np
 
 from conftest import MODULE_RULES, llama_weights
 from lmcourse.grading.checks import check, expect_close
-from lmcourse.grading.compare import expect_on_other_device
+from lmcourse.grading.compare import expect_on_other_device, expect_runs_elsewhere
 from lmcourse.grading.sandbox.inside import probes
 
 
@@ -52,7 +52,7 @@ def _rope_cases(rng):
 
 
 @check(points=2, cell="test_rope", name="apply_rope: the same rotation as the reference (adjacent pairs, the angles "
-                                        "positions x base^(-2i/d_head); float32 and float64)")
+                                        "positions x base^(-2i/d_head); float32 and float64; where x is)")
 def test_rope(student, reference, rng):
     import torch
 
@@ -70,6 +70,8 @@ def test_rope(student, reference, rng):
                 raise AssertionError(f"{what}: expected a {np.dtype(dtype).name} tensor like x; found "
                                      f"{getattr(found, 'dtype', type(found).__name__)}")
             expect_close(found, expected, what=what, rtol=1e-4, atol=1e-5 if dtype == np.float32 else 1e-9)
+    expect_runs_elsewhere(student, fn="apply_rope", args=[_x(rng, 2, 5, 8), np.arange(3, 8)],
+                          what="apply_rope(x (2, 5, 8), positions 3..7)")
 
 
 @check(points=1, cell="test_swiglu", name="SwiGLU: outputs and gradients match the reference with the same weights "

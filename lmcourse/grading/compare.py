@@ -290,6 +290,10 @@ def expect_runs_elsewhere(student, *, what: str, **probe_options) -> dict:
               "x.new_zeros(...), torch.zeros_like(x)")
     mismatch = found.get("mismatch")
     if mismatch:
+        if "for generator" in str(mismatch):
+            raise AssertionError(f"{where}: it stopped with PyTorch's error \"{str(mismatch)[:200]}\". The generator "
+                                 "it was given lives on the CPU and draws only there: draw on the CPU, then move the "
+                                 "draws to the inputs' device (.to(x.device))")
         if "numpy" in str(mismatch):
             raise AssertionError(f"{where}: it stopped with PyTorch's error \"{str(mismatch)[:200]}\". A tensor on a "
                                  "GPU cannot become a NumPy array; keep the computation in torch (or call .cpu() "

@@ -15,8 +15,8 @@ asked for ``device=x.device`` (or any CUDA device), ``x.new_zeros(...)``,
 ``torch.zeros_like(x)``, ``y.to(x.device)``, ``y.to(x)`` and ``y.cuda()`` (a
 copy: ``y`` itself stays where it was). ``x.cpu()`` and ``x.to("cpu")`` are not
 marked. As on a GPU, a 0-d CPU tensor mixes with anything, a marked tensor
-may be indexed with CPU indices and copied to or from the CPU, and
-``x.numpy()`` refuses.
+may be indexed with CPU indices and copied to or from the CPU, ``x.numpy()``
+refuses, and a CPU ``torch.Generator`` draws only on the CPU.
 
 Only Python-level calls are seen (it is a ``torch.overrides.TorchFunctionMode``):
 what happens inside one C++ call happens on one device. The operations that
@@ -68,7 +68,7 @@ def mark(value):
             setattr(value, _MARK, True)
         except (AttributeError, TypeError, RuntimeError):  # a tensor that takes no attribute: left as it is
             pass
-    elif type(value) in (tuple, list):
+    elif isinstance(value, (tuple, list)):  # tuples, lists, and torch's named results (topk's values, indices)
         for v in value:
             mark(v)
     elif isinstance(value, dict):
@@ -144,6 +144,16 @@ def _cpu_move(args: tuple) -> tuple:
                  for k, a in enumerate(args))
 
 
+def _cpu_generator(kwargs: dict) -> bool:
+    gen = kwargs.get("generator")
+    return gen is not None and getattr(getattr(gen, "device", None), "type", "cpu") == "cpu"
+
+
+def _generator_mismatch(op: str) -> DeviceMismatch:
+    return DeviceMismatch(f"Expected a 'cuda' device type for generator but found 'cpu' (in {op}): a generator draws "
+                          "on its own device")
+
+
 def _mismatch(op: str) -> DeviceMismatch:
     return DeviceMismatch(f"Expected all tensors to be on the same device, but found at least two devices, "
                           f"{DEVICE} and cpu! (when checking argument for {op})")
@@ -190,11 +200,15 @@ def Elsewhere():
                     goes = _is_there(kwargs["device"])
                 else:  # x.new_zeros(...), torch.zeros_like(x): where x is; torch.zeros(...): the CPU
                     goes = name in LIKE and bool(args) and marked(args[0])
+                if goes and _cpu_generator(kwargs):
+                    raise _generator_mismatch(name)
                 out = func(*args, **_cpu_device(kwargs))
                 return mark(out) if goes else out
             found = _tensors((args, kwargs), [])
             if not any(marked(t) for t in found):
                 return func(*args, **kwargs)
+            if _cpu_generator(kwargs) and name not in ACROSS:  # torch.multinomial(probs, 1, generator=...)
+                raise _generator_mismatch(name)
             if name not in ACROSS and name not in CPU_ARGUMENTS:
                 for t in found:
                     if not marked(t) and t.dim() > 0:

@@ -862,17 +862,21 @@ def forward_on_other_device(module, *, cls: str, init_kwargs=None, state_dict=No
 
 
 # What a check writes where the device goes (``causal_mask(T, device=DEVICE_ARG)``): the CPU in the probe's first
-# run, the other device in its second.
+# run, the other device in its second; and where a ``torch.Generator`` goes: a CPU generator seeded with the
+# probe's seed, a fresh one in each run (the same draws twice).
 DEVICE_ARG = "<device>"
+GENERATOR_ARG = "<generator>"
 
 
-def _with_device(value, device):
+def _with_device(value, device, seed=0):
     if isinstance(value, str) and value == DEVICE_ARG:
         return device
+    if isinstance(value, str) and value == GENERATOR_ARG:
+        return _torch().Generator().manual_seed(int(seed or 0))
     if type(value) in (tuple, list):
-        return type(value)(_with_device(v, device) for v in value)
+        return type(value)(_with_device(v, device, seed) for v in value)
     if isinstance(value, dict):
-        return {k: _with_device(v, device) for k, v in value.items()}
+        return {k: _with_device(v, device, seed) for k, v in value.items()}
     return value
 
 
@@ -894,7 +898,8 @@ def _same(a, b) -> bool:
 def call_elsewhere(module, *, fn: str | None = None, cls: str | None = None, method: str | None = None,
                    init_kwargs=None, state_dict=None, args=(), kwargs=None, seed: int | None = 0):
     """Does a function (`fn`), or a module's method (``cls(**init_kwargs).<method>``, with `state_dict`; the
-    module itself where `method` is None), run where its inputs are, on a device other than the CPU?
+    module itself where `method` is None), run where its inputs are, on a device other than the CPU? With both
+    `fn` and `cls`, the function is given the module first (``generate(model, idx, ...)``).
 
     Runs it twice, without gradients and in eval mode: for real on the CPU (an error there is the student's
     and propagates), then with the module's parameters and buffers and every tensor argument on another
@@ -917,7 +922,9 @@ def call_elsewhere(module, *, fn: str | None = None, cls: str | None = None, met
         if not isinstance(obj, torch.nn.Module):
             raise WrongResult(f"{cls} is not a torch.nn.Module")
         obj.eval()
-        if method is None:
+        if fn is not None:
+            target = functools.partial(_get(module, fn, "function"), obj)
+        elif method is None:
             target = obj
         else:
             if type(method) is not str or method.startswith("__"):
@@ -931,8 +938,8 @@ def call_elsewhere(module, *, fn: str | None = None, cls: str | None = None, met
         raise ProbeUsageError("call_elsewhere needs fn, or cls (and method)")
 
     def inputs(device):
-        return (to_tensor(_with_device(list(args or ()), device)),
-                to_tensor(_with_device(dict(kwargs or {}), device)))
+        return (to_tensor(_with_device(list(args or ()), device, seed)),
+                to_tensor(_with_device(dict(kwargs or {}), device, seed)))
 
     xs, kw = inputs("cpu")
     seed_everything(seed)
