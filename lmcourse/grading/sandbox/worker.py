@@ -40,25 +40,39 @@ _SECCOMP_SUPPORTED = sys.platform.startswith("linux") and os.uname().machine == 
 
 
 class _Capture(threading.Thread):
-    """Drains the student's stdout/stderr pipe: keeps the first `cap` bytes, counts all."""
+    """Drains the student's stdout/stderr pipe: keeps the first `cap` bytes, counts all.
+
+    `busy` (read under `lock`) is True from just before a read takes bytes out of the pipe until they are
+    counted: an empty pipe and `busy` False mean that everything written so far has been counted
+    (`Worker._drain_output` waits for exactly that, without sleeping when nothing was printed)."""
 
     def __init__(self, fd: int, cap: int, sink: bytearray, lock: threading.Lock, counter: list) -> None:
         super().__init__(daemon=True, name="lmcourse-sandbox-output")
         self.fd, self.cap, self.sink, self.lock, self.counter = fd, cap, sink, lock, counter
+        self.busy = False
 
     def run(self) -> None:
+        waiter = select.poll()  # (not select.select: a batch's descriptors may pass FD_SETSIZE)
+        waiter.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
+            try:
+                waiter.poll()  # until there is something to read (or the end)
+            except OSError:
+                break
+            with self.lock:
+                self.busy = True
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except OSError:
-                break
-            if not chunk:
-                break
+                chunk = b""
             with self.lock:
+                self.busy = False
                 self.counter[0] += len(chunk)
                 room = self.cap - len(self.sink)
                 if room > 0:
                     self.sink.extend(chunk[:room])
+            if not chunk:
+                break
 
 
 def _grow_pipe(fd: int, size: int = 1 << 20) -> None:
@@ -394,10 +408,10 @@ class Worker:
             except OSError:
                 return
             if int.from_bytes(buf, sys.byteorder) == 0:
-                time.sleep(0.001)           # let a chunk just read reach the buffer
                 with self._out_lock:
-                    return
-            time.sleep(0.002)
+                    if not self._capture.busy:  # nothing left in the pipe, nothing read and not yet counted
+                        return
+            time.sleep(0.0005)
 
     def _read_bwrap_info(self, fd: int, deadline: float) -> None:
         data = b""
