@@ -89,6 +89,15 @@ def _child(fn: Callable, args: tuple, write_fd: int, memory_bytes: int, cpu_seco
         os._exit(code)
 
 
+def _runnable_wait(pid: int) -> float:
+    """Seconds `pid` spent ready to run but waiting for a CPU (Linux's schedstat; 0.0 where it cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def run(fn: Callable, *args, what: str = "the notebook", memory_bytes: int = MEMORY_BYTES,
         cpu_seconds: int = CPU_SECONDS, wall_seconds: float = WALL_SECONDS):
     """``fn(*args)`` in a forked child with capped memory and time; its JSON-able result.
@@ -119,7 +128,9 @@ def run(fn: Callable, *args, what: str = "the notebook", memory_bytes: int = MEM
                 chunks.append(chunk)
     finally:
         os.close(read_fd)
+        waited = 0.0
         if timed_out:
+            waited = _runnable_wait(pid)
             os.kill(pid, signal.SIGKILL)
         _, status, usage = os.wait4(pid, 0)
     too_large = NotebookError(
@@ -129,9 +140,11 @@ def run(fn: Callable, *args, what: str = "the notebook", memory_bytes: int = MEM
     if timed_out:
         # Out of wall-clock time. A child that was working hard was given too much to read; one that
         # hardly ran was stuck on something of ours (a lock held at fork time), not on the notebook.
-        if usage.ru_utime + usage.ru_stime < 0.5 * wall_seconds:
+        # (a child that waited for a CPU, on a loaded machine, was working too: its wait counts as work)
+        if usage.ru_utime + usage.ru_stime + waited < 0.5 * wall_seconds:
             raise BoundedError(f"reading {what} stalled in the grader's own child process "
-                               f"({usage.ru_utime + usage.ru_stime:.1f} s of CPU in {wall_seconds:g} s)")
+                               f"({usage.ru_utime + usage.ru_stime:.1f} s of CPU and {waited:.1f} s waiting for one "
+                               f"in {wall_seconds:g} s)")
         raise too_large
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
