@@ -148,12 +148,12 @@ def test_a_method_that_makes_its_tensors_where_its_input_is_passes():
 
 @pytest.mark.parametrize("wrong,says", [
     ("device=src.device)", "stopped with PyTorch's error"),
-    ("return ys[:, 1:]", "came back on the CPU"),
+    ("return ys[:, 1:]", "came back on cpu"),
     ("return ys[:, 1:]", "cannot become a NumPy array"),
 ])
 def test_a_method_that_does_not_fails_naming_the_symptom(wrong, says):
     edit = {"stopped with PyTorch's error": ("device=src.device)", ")"),
-            "came back on the CPU": ("return ys[:, 1:]", "return ys[:, 1:].cpu()"),
+            "came back on cpu": ("return ys[:, 1:]", "return ys[:, 1:].cpu()"),
             "cannot become a NumPy array": ("return ys[:, 1:]", "return torch.from_numpy(ys[:, 1:].numpy())")}[says]
     with pytest.raises(AssertionError, match=says):
         _check(SOURCE.replace(*edit))

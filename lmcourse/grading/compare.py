@@ -250,21 +250,27 @@ def expect_on_other_device(student, *, cls: str, inputs: list, what: str, init_k
                              f"input's device) does not follow the input. {advice}")
     if not found.get("ran"):
         return found  # inconclusive: the fake run failed for a reason the probe cannot judge
+    _expect_outputs_there(found, where, lambda d: str(d).split(":")[0] == OTHER_DEVICE,
+                          "Keep the outputs where the inputs are (no .cpu() or .to('cpu') inside the module). " + advice)
+    return found
+
+
+def _expect_outputs_there(found: dict, where: str, there: Callable, advice: str) -> None:
+    """The outputs a device probe reports (``found["outputs"]``) against the CPU run's (``found["cpu"]``): as
+    many, each where `there` (a device's name) says, of the same dtype and shape."""
     outs, cpu = found["outputs"], found["cpu"]
     if len(outs) != len(cpu):
         raise AssertionError(f"{where}: it returned {len(outs)} tensor(s), and {len(cpu)} on the CPU")
     for i, (o, c) in enumerate(zip(outs, cpu)):
         if not (isinstance(o, dict) and isinstance(c, dict)):
-            raise AssertionError(f"{where}: the grader could not read your module's outputs")
-        if str(o.get("device", "")).split(":")[0] != OTHER_DEVICE:
+            raise AssertionError(f"{where}: the grader could not read your code's outputs")
+        if not there(o.get("device", "")):
             raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} came back on {o.get('device')}; "
-                                 "expected on the inputs' device. Keep the outputs where the inputs are (no .cpu() "
-                                 f"or .to('cpu') inside the module). {advice}")
+                                 f"expected on the inputs' device. {advice}")
         if o.get("dtype") != c.get("dtype") or o.get("shape") != c.get("shape"):
             raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} is {o.get('dtype')} of shape "
                                  f"{tuple(o.get('shape') or ())}; on the CPU it is {c.get('dtype')} of shape "
                                  f"{tuple(c.get('shape') or ())}")
-    return found
 
 
 def expect_runs_elsewhere(student, *, what: str, **probe_options) -> dict:
@@ -303,20 +309,9 @@ def expect_runs_elsewhere(student, *, what: str, **probe_options) -> dict:
                              f"them in one operation. {advice}")
     if not found.get("ran"):
         return found  # inconclusive: the run failed for a reason the probe cannot judge
-    outs, cpu = found["outputs"], found["cpu"]
-    if len(outs) != len(cpu):
-        raise AssertionError(f"{where}: it returned {len(outs)} tensor(s), and {len(cpu)} on the CPU")
-    for i, (o, c) in enumerate(zip(outs, cpu)):
-        if not (isinstance(o, dict) and isinstance(c, dict)):
-            raise AssertionError(f"{where}: the grader could not read your code's outputs")
-        if o.get("device") != elsewhere.DEVICE:
-            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} came back on the CPU; expected on "
-                                 "the inputs' device (no .cpu() or .to('cpu') on what it returns, and every tensor "
-                                 f"it builds made where the inputs are). {advice}")
-        if o.get("dtype") != c.get("dtype") or o.get("shape") != c.get("shape"):
-            raise AssertionError(f"{where}: output tensor {i + 1} of {len(outs)} is {o.get('dtype')} of shape "
-                                 f"{tuple(o.get('shape') or ())}; on the CPU it is {c.get('dtype')} of shape "
-                                 f"{tuple(c.get('shape') or ())}")
+    _expect_outputs_there(found, where, lambda d: d == elsewhere.DEVICE,
+                          "No .cpu() or .to('cpu') on what it returns, and every tensor it builds made where the "
+                          "inputs are. " + advice)
     if found.get("same") is not True:
         raise AssertionError(f"{where}: it returned other values than on the CPU, from the same inputs and seed; "
                              "the result must not depend on the device")
