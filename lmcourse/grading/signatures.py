@@ -132,6 +132,7 @@ class Match:
     compared: int        # how many checks both ran
     coverage: float      # the share of the mistake's failing checks that the submission ran
     shared_failures: tuple[str, ...] = field(default=())
+    seen: tuple[tuple[str, str], ...] = field(default=())  # the mistake's failures among the checks both ran
 
     @property
     def mistake(self) -> str:
@@ -150,7 +151,17 @@ def similarity(failing: Mapping[str, str], ran: set[str], sig: Signature) -> Mat
     # a check failed both ways counts fully, failed in another way (an exception for an assertion) half
     agree = sum(1.0 if ours[n] == theirs[n] else 0.5 for n in shared)
     value = agree / len(set(ours) | set(theirs))
-    return Match(sig, value, value == 1.0, len(both), len(theirs) / len(sig.failing), tuple(sorted(shared)))
+    # Coverage counts what the submission could have shown: the mistake's test cells only where the
+    # submission's test cells ran (a graded submission runs none, `lmcourse check` all), so that a mistake a
+    # test cell also catches is not ranked below one no test cell sees when no cell ran.
+    cells = any(_is_cell(n) for n in ran)
+    considered = [n for n in sig.failing if cells or not _is_cell(n)]
+    return Match(sig, value, value == 1.0, len(both), len(theirs) / max(1, len(considered)), tuple(sorted(shared)),
+                 tuple(sorted(theirs.items())))
+
+
+def _is_cell(name: str) -> bool:
+    return name.startswith("test cell ")
 
 
 def matches(tests: Iterable[Mapping], signatures: Iterable[Signature], *, least: float = CLOSEST) -> list[Match]:
@@ -162,17 +173,17 @@ def matches(tests: Iterable[Mapping], signatures: Iterable[Signature], *, least:
     if not failing:
         return []
     found = [m for sig in signatures if (m := similarity(failing, ran, sig)) is not None and m.similarity >= least]
-    return sorted(found, key=lambda m: (-m.exact, -m.similarity, -m.coverage, -len(m.signature.failing),
-                                         m.mistake))
+    return sorted(found, key=lambda m: (-m.exact, -m.similarity, -m.coverage, -len(m.seen), m.mistake))
 
 
 def best(found: list[Match]) -> list[Match]:
-    """The matches tied for first (mistakes with one signature cannot be told apart by their grades)."""
+    """The matches tied for first: mistakes that fail alike over the checks the submission ran cannot be told
+    apart by its grade."""
     if not found:
         return []
     top = found[0]
-    return [m for m in found if (m.exact, m.similarity, m.coverage, dict(m.signature.failing)) ==
-            (top.exact, top.similarity, top.coverage, dict(top.signature.failing))]
+    return [m for m in found if (m.exact, m.similarity, m.coverage, m.seen) ==
+            (top.exact, top.similarity, top.coverage, top.seen)]
 
 
 # ------------------------------------------------------------------ hints for the student
