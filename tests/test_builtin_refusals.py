@@ -356,6 +356,27 @@ def test_the_students_own_attention_is_not_flagged():
     assert rules.applying(found, "no_builtin_rnn") == {".GRU": [11]}
 
 
+def test_projections_made_in_a_loop_on_self_are_not_flagged():
+    """`setattr(self, name, ...)` and `getattr(self, name)` with a computed name reach the student's own object:
+    no built-in, no guard (issue #40: this loop voided 18 points as "built-in attention"). The same call on
+    any other object, or on a `self` the code rebinds, is still flagged."""
+    own = PREFIX + (
+        "class MultiHeadAttention(nn.Module):\n"
+        "    def __init__(self, d_model, n_heads):\n"
+        "        super().__init__()\n"
+        "        for name in ('q_proj', 'k_proj', 'v_proj', 'out_proj'):\n"
+        "            setattr(self, name, nn.Linear(d_model, d_model))\n"
+        "    def forward(self, x):\n"
+        "        q, k, v = (getattr(self, f'{p}_proj')(x) for p in 'qkv')\n"
+        "        return self.out_proj(q + k + v)\n")
+    assert rules.scan(own) == {}
+    for other in ("setattr(F, name, None)\n", "getattr(torch, name)\n", "getattr(nn, 'Multihead' + 'Attention')\n",
+                  "def f(self):\n    self = F\n    return getattr(self, name)\n"):
+        found = rules.scan(PREFIX + "name = 'x'\n" + other)
+        assert any("computed name" in what for what in found), other
+        assert rules.applying(found, "no_builtin_attention"), other
+
+
 def test_the_two_halves_of_each_rule_agree():
     """The same keywords; every function the guard refuses is a name the scan looks for; and the scan knows
     the names of everything the guard is made of."""

@@ -162,3 +162,58 @@ def test_call_with_module_passes_the_model_with_its_weights():
     out = probes.run_local("call_with_module", module, fn="scale_of", cls="Counter", state_dict=weights,
                            args=[np.ones((1, 3), np.float32)], kwargs={"factor": 2.0})
     np.testing.assert_allclose(out.detach().numpy(), np.full((1, 5), 8.0))  # 2 * (3 + 1)
+
+
+class Dropping(Counter):
+    """Counter with a dropout of its own: random in training mode."""
+
+    def forward(self, ids, state=None):
+        scores, h = super().forward(ids, state)
+        return nn.functional.dropout(scores, 0.5, self.training), h
+
+
+def _returning(mode: str, model_cls: str = "Counter"):
+    def fit(steps):
+        model = train(steps, model_cls=model_cls)
+        return model.eval() if mode == "eval" else model
+
+    return types.SimpleNamespace(fit=fit, Counter=Counter, Dropping=Dropping)
+
+
+def test_the_trace_records_the_optimiser_its_state_and_each_step_s_move():
+    trace = probes.run_local("train_and_trace", _module(), fn="train", cls="Counter", config={"steps": 3},
+                             gradients=True)
+    opts = trace["optimizers"]
+    assert [o["type"] for o in opts] == ["SGD"] * 3 and [o["object"] for o in opts] == [0, 0, 0]
+    assert opts[0]["groups"][0]["lr"] == 0.1 and set(opts[0]["groups"][0]["params"]) == set(trace["gradients"][0])
+    assert [o["state_step"] for o in opts] == [None, None, None]  # plain SGD keeps no step count
+    for move, grads in zip(trace["moves"], trace["gradients"]):  # SGD: each step moves by -lr times its gradient
+        for name, (before, after) in move.items():
+            np.testing.assert_allclose(after - before, -0.1 * grads[name], rtol=1e-4, atol=1e-7)
+    assert probes.run_local("train_and_trace", _module(), fn="train", cls="Counter",
+                            config={"steps": 2})["moves"] == []  # only when asked
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_the_trace_records_the_mode_of_the_returned_model_and_whether_it_is_random(mode):
+    steady = probes.run_local("train_and_trace", _returning(mode), fn="fit", cls="Counter", config={"steps": 2})
+    assert steady["returned_training"] is (mode == "train") and steady["random_in_training"] is False
+    dropping = _returning(mode, "Dropping")
+    noisy = probes.run_local("train_and_trace", dropping, fn="fit", cls="Dropping", config={"steps": 2})
+    assert noisy["random_in_training"] is True and noisy["returned_training"] is (mode == "train")
+    nothing = probes.run_local("train_and_trace", types.SimpleNamespace(fit=lambda steps: None, Counter=Counter),
+                               fn="fit", cls="Counter", config={"steps": 0})
+    assert nothing["returned_training"] is None and nothing["random_in_training"] is None
+
+
+def test_a_model_called_for_use_is_in_eval_mode():
+    """call_method and call_with_module put a module in eval mode: a dropout a student added never reaches a
+    check that decodes, generates or measures."""
+    module = types.SimpleNamespace(Dropping=Dropping, mode=lambda model: model.training)
+    assert probes.run_local("call_with_module", module, fn="mode", cls="Dropping") is False
+    ids = np.arange(8).reshape(2, 4) % 5
+    first, second = (probes.run_local("call_method", module, cls="Dropping", method="forward", args=[ids],
+                                      tensors=True, seed=0)[0] for _ in range(2))
+    assert torch.equal(first, second)  # the same weights (seed 0), and no dropout: in training mode they differ
+    model = Dropping()
+    assert not torch.equal(*(model(torch.from_numpy(ids))[0] for _ in range(2)))

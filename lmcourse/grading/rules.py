@@ -179,6 +179,11 @@ def scan(code: str) -> dict[str, list[int]]:
         return {}
     found: dict[str, list[int]] = {}
     aliases: dict[str, str] = {}  # local name -> module it is bound to (import sys as s: s -> sys)
+    # `self` and `cls` as a method receives them: the student's own object, whose attributes (set in a loop,
+    # `setattr(self, name, nn.Linear(...))`) reach no built-in and no guard. Rebound anywhere, they could be
+    # anything, and count like any other name.
+    rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    own = {"self", "cls"} - rebound
     for node in ast.walk(tree):  # every binding first: a use may come before its import in the walk
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -230,9 +235,10 @@ def scan(code: str) -> dict[str, list[int]]:
                 _record(found, node.id, node)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
-            name = node.args[1]
+            name, target = node.args[1], node.args[0]
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                _record(found, f"{node.func.id} with a computed name", node)
+                if not (isinstance(target, ast.Name) and target.id in own):
+                    _record(found, f"{node.func.id} with a computed name", node)
             elif name.value in BUILTIN_LAYERS | TORCH_KERNELS | GRADER_INTERNALS | DUNDERS:
                 _record(found, f"{node.func.id}(..., {name.value!r})", node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):

@@ -159,7 +159,8 @@ def check_training_steps(out: Any, *, steps: int, batch_size: int, trusted: trai
     """Check a ``train_and_trace`` record of the student's training loop, step by step; return how many steps
     the clipping had to bite (at least one, or the check fails: it could not have seen the clipping).
 
-    For every optimiser step j the grader requires, in this order:
+    First, a model with no randomness of its own in training mode (`training.check_not_random`). Then, for
+    every optimiser step j the grader requires, in this order:
     - (when `rate` is given) every parameter group's learning rate equal to ``rate(j)`` (`rate_rule` says it
       in words);
     - a forward pass since the step before, called as ``model(src, tgt_in)`` on a batch of `batch_size`
@@ -172,6 +173,7 @@ def check_training_steps(out: Any, *, steps: int, batch_size: int, trusted: trai
     keys = ("calls", "gradients", "steps") + (("rates",) if rate is not None else ())
     if not (isinstance(out, dict) and all(isinstance(out.get(k), list) for k in keys)):
         raise AssertionError(f"{what}: the grader could not read what your training loop did")
+    training.check_not_random(out, what=what)
     calls, grads, norms = out["calls"], out["gradients"], out["steps"]
     rates = out.get("rates")
     if len(grads) != steps or len(norms) != steps or (rate is not None and len(rates) != steps):
@@ -209,10 +211,16 @@ def check_training_steps(out: Any, *, steps: int, batch_size: int, trusted: trai
                                        what=f"{where}, the model's weights before it")
         cosine, norm, raw = training.gradient_cosine(received, reference, where=where)
         if not (cosine >= min_cosine):
-            hint = (f"This is the first step: {first_step_hint}, then back-propagate the mean cross-entropy over "
-                    "the real target tokens, with the padding ignored (ignore_index=PAD_ID)" if j == 0 else
-                    "Each update must come from its own step's loss only (zero the gradients every step), the "
-                    "mean over the real target tokens with the padding ignored")
+            if j == 0:
+                hint = (f"This is the first step: {first_step_hint}, then back-propagate the mean cross-entropy over "
+                        "the real target tokens, with the padding ignored (ignore_index=PAD_ID)")
+            elif training.piled_up(received, grads[j - 1], reference, where=where) >= min_cosine:
+                hint = ("What it received is the step before's gradients with this step's added on: zero the "
+                        "gradients at every step (optimizer.zero_grad()), or each step's pile onto the earlier ones")
+            else:
+                hint = ("The steps before received the right gradients, and this one neither that nor that plus the "
+                        "step before's: check the loss of each batch (the mean cross-entropy over the real target "
+                        "tokens, the padding ignored) and that the model is called once per step")
             raise AssertionError(
                 f"{where}: the gradients the optimiser received are not the gradient of this step's loss (the "
                 "reference model's, with the weights and the batch of this step, padding ignored): their cosine is "

@@ -373,6 +373,41 @@ def gradient_cosine(received: dict, expected: dict[str, np.ndarray], *, where: s
     return (float(g @ e) / (norm * raw) if ok else 0.0), norm, raw
 
 
+def check_not_random(out: Any, *, what: str) -> None:
+    """Fail where the ``train_and_trace`` record says the trained model gives two different outputs for one
+    input in training mode (dropout, or noise of its own), where the assignment's model has none: its training
+    steps then follow the gradient of another loss than the one the instructions define, which a gradient
+    check's cosine can miss (a dropout of 0.1 in 05's small feed-forward keeps it above 0.999)."""
+    if isinstance(out, dict) and out.get("random_in_training") is True:
+        raise AssertionError(f"{what}: your model gives two different outputs for the same input in training mode "
+                             "(dropout, or noise of its own); the model the instructions describe has none, so "
+                             "its training steps must not either")
+
+
+def check_returned_for_use(out: Any, *, what: str, fn: str) -> None:
+    """Fail where the ``train_and_trace`` record says `fn` returned its model in training mode, where the
+    instructions ask for eval mode (what a trained model is used in: no dropout, no batch statistics)."""
+    if isinstance(out, dict) and out.get("returned_training") is True:
+        raise AssertionError(f"{what}: {fn} returned the model in training mode; the instructions ask for it in "
+                             "eval mode (model.eval()), the mode a trained model is used in")
+
+
+def piled_up(received: dict, before: Any, expected: dict[str, np.ndarray], *, where: str) -> float:
+    """The cosine between what an optimiser step received and what it would have received had the gradients
+    not been zeroed since the step before: that step's received gradients (``before``, clipped as they were)
+    plus this step's own (`expected`). Near 1: the loop never zeroes its gradients; a gradient check names that
+    symptom instead of a wrong loss. 0 where ``before`` cannot be read."""
+    if not isinstance(before, dict):
+        return 0.0
+    summed = {}
+    for name, e in expected.items():
+        b = before.get(name)
+        if b is not None and (not isinstance(b, np.ndarray) or b.shape != e.shape):
+            return 0.0
+        summed[name] = e + (0.0 if b is None else b.astype(np.float64))
+    return gradient_cosine(received, summed, where=where)[0]
+
+
 def check_at_least(score: float, threshold: float, *, failure: str) -> float:
     """Fail with `failure` unless `score` (an accuracy, a similarity) is at least `threshold`; a NaN never
     passes. Returns the score. The twin of `check_loss` for scores where higher is better."""

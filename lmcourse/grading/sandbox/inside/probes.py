@@ -160,6 +160,14 @@ def _flat_tensors(out) -> list:
     return []
 
 
+def _for_use(obj):
+    """`obj` in eval mode where it is a torch module (the mode a trained model is used in), else as it is."""
+    torch = _torch()
+    if isinstance(obj, torch.nn.Module):
+        obj.eval()
+    return obj
+
+
 def instantiate(module, cls: str, init_kwargs=None, state_dict=None, seed=None, strict=True):
     """Build ``module.<cls>(**init_kwargs)``, optionally loading given weights."""
     torch = _torch()
@@ -605,11 +613,13 @@ def call_method(module, *, cls: str, method: str, init_kwargs=None, args=(), kwa
                 state_dict=None, seed=None, tensors: bool = False):
     """Instantiate `cls` (weights optional) and return ``obj.<method>(*args, **kwargs)``.
 
-    tensors=True turns array arguments into torch tensors first.
+    tensors=True turns array arguments into torch tensors first. A module is put in eval mode first, the
+    mode a model is used in (decoding, generating, embedding): a dropout the student added never reaches a
+    check by accident.
     no_builtin_rnn=True and no_builtin_attention=True refuse PyTorch's own recurrent layers and
     attention (`refusing_builtins`).
     """
-    obj = instantiate(module, cls, init_kwargs, state_dict, seed)
+    obj = _for_use(instantiate(module, cls, init_kwargs, state_dict, seed))
     if type(method) is not str or method.startswith("__"):
         raise ProbeUsageError("method must be a public method name")
     if not hasattr(obj, method):
@@ -644,21 +654,32 @@ def call_many(module, *, fn: str, each, common=None):
 
 
 @probe
-def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), keyword: str = "generator"):
+@refusing_builtins
+def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), keyword: str = "generator",
+                         cls: str | None = None, init_kwargs=None, state_dict=None, repeat: int = 1):
     """``[fn(*args, **kwargs, generator=torch.Generator().manual_seed(s)) for s in seeds]``: a function that
     draws its randomness from a ``torch.Generator`` it is given (BERT's masking), once per seed.
 
     Arrays become tensors. torch's global generator (and NumPy's) is seeded with the same value before every
-    call, so a function that ignores the generator it was given returns the same result for every seed,
-    and a check can tell. Results come back as plain data (tensors as arrays).
+    seed's calls, so a function that ignores the generator it was given returns the same result for every
+    seed, and a check can tell. Results come back as plain data (tensors as arrays).
+
+    cls: a model first, ``fn(model, *args, ...)`` (``generate(model, idx, ...)``): ``module.<cls>(**init_kwargs)``
+    with `state_dict`, in eval mode, built once. repeat: how many calls per seed, one generator carried through
+    them (so many draws in one round trip); each seed's entry is then the list of its calls' results.
     """
     torch = _torch()
     f = _get(module, fn, "function")
+    if type(repeat) is not int or not 1 <= repeat <= 10_000:
+        raise ProbeUsageError("repeat must be an int in 1..10000")
+    first = [] if cls is None else [_for_use(instantiate(module, cls, init_kwargs, state_dict, 0))]
     out = []
     for s in list(seeds):
         seed_everything(0)
         generator = torch.Generator().manual_seed(int(s))
-        out.append(f(*to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})), **{keyword: generator}))
+        calls = [f(*first, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})), **{keyword: generator})
+                 for _ in range(repeat)]
+        out.append(calls[0] if repeat == 1 else calls)
     return out
 
 
@@ -1189,19 +1210,30 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
       argument requires grad (a state carried without ``detach()``), ``returned``: the tensors it
       returned, flattened, and ``step``: how many optimiser steps came before it.
     - Every ``step()`` of any torch optimiser: the global L2 norm of the gradients of the optimiser's
-      parameters just before the step, that is, what the update is computed from, and ``rates``: the
-      learning rate of each of its parameter groups at that moment (a warm-up schedule's value).
+      parameters just before the step, that is, what the update is computed from, ``rates``: the
+      learning rate of each of its parameter groups at that moment (a warm-up schedule's value), and
+      ``optimizers``: its class's name, which optimiser object it is (0 for the first one seen, 1 for
+      the next...), its groups' settings (betas, eps, weight_decay... with the names of their
+      parameters) and ``state_step``: how many steps its state had counted (Adam's ``step``; None for
+      an optimiser with no state yet), so that a check sees an optimiser made anew every step.
     - With ``gradients=True``, also each call's ``weights``: the model's ``state_dict`` as the call
       found it (``nn.Module.state_dict`` itself, not an override), and each step's ``gradients``: every
       parameter's ``.grad`` just before the step (None where it has none), by the parameter's name in
-      the traced model (``"<parameter i>"`` for one it does not hold). A check then recomputes, with the
-      reference model on its side, the gradient of each step's loss from that step's weights, batch and
-      state, and sees whether the step received it or something else (gradients left over from earlier
-      steps, say).
+      the traced model (``"<parameter i>"`` for one it does not hold), and ``moves``: each parameter's
+      value just before and just after the step (``{name: [before, after]}``). A check then recomputes,
+      with the reference model on its side, the gradient of each step's loss from that step's weights,
+      batch and state, and sees whether the step received it or something else (gradients left over from
+      earlier steps, say); and, from the gradients received, the update the spec's optimiser makes.
+
+    - Of the model `fn` returns: whether it is in training mode (``returned_training``; None when it
+      returns no module), and whether in training mode it gives two different outputs for the first
+      training call's input (``random_in_training``: dropout, where the assignment's model has none).
 
     Returns ``{"calls": [{"args": {...}, "attached": bool, "returned": [arrays], "step": int,
     ("weights": {name: array})}], "steps": [float], "rates": [[float per group]],
-    "gradients": [{name: array or None}]}`` (at most
+    "optimizers": [{"type": str, "object": int, "groups": [{...}], "state_step": int or None}],
+    "gradients": [{name: array or None}], "moves": [{name: [array, array]}], "returned_training": bool or
+    None, "random_in_training": bool or None}`` (at most
     `max_calls` calls recorded; ``gradients`` is empty unless asked). For small configurations:
     everything recorded crosses the wire. Untrusted like every probe's result: a check compares it with
     what the assignment's training loop does. no_builtin_rnn=True (no_builtin_attention=True) refuses
@@ -1209,7 +1241,7 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
     """
     import inspect
 
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     torch = _torch()
     seed_everything(seed)
@@ -1223,8 +1255,10 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
         signature = inspect.signature(forward)
     except (TypeError, ValueError):
         signature = None
-    calls, steps, rates, grads_seen = [], [], [], []
+    calls, steps, rates, grads_seen, optimizers, moves = [], [], [], [], [], []
     names: dict[int, str] = {}  # id(parameter) -> its name in the model last traced
+    seen_optimizers: list = []  # each optimiser object once (kept alive, so no two share an id)
+    before: dict[str, object] = {}
 
     def traced(self, *args, **kwargs):
         recording = torch.is_grad_enabled() and len(calls) < int(max_calls)
@@ -1251,41 +1285,129 @@ def train_and_trace(module, *, fn: str, cls: str, config=None, seed: int | None 
             calls.append(call)
         return out
 
+    def label(i, p):
+        return names.get(id(p), f"<parameter {i}>")
+
     def before_step(optimizer, args, kwargs):
         params = [p for group in optimizer.param_groups for p in group["params"]]
         grads = [p.grad.detach() for p in params if p.grad is not None]
         steps.append(float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads))) if grads else 0.0)
         rates.append([float(group.get("lr", float("nan"))) for group in optimizer.param_groups])
+        if not any(o is optimizer for o in seen_optimizers):
+            seen_optimizers.append(optimizer)
+        counted = [optimizer.state[p].get("step") for p in params
+                   if isinstance(optimizer.state.get(p), dict) and "step" in optimizer.state[p]]
+        index = {id(p): i for i, p in enumerate(params)}
+        optimizers.append({
+            "type": type(optimizer).__name__,
+            "object": next(i for i, o in enumerate(seen_optimizers) if o is optimizer),
+            "groups": [dict({k: _setting(v) for k, v in group.items() if k != "params"},
+                            params=[label(index[id(p)], p) for p in group["params"]])
+                       for group in optimizer.param_groups],
+            "state_step": int(float(counted[0])) if counted else None})
         if gradients and len(grads_seen) < int(max_calls):
-            grads_seen.append({names.get(id(p), f"<parameter {i}>"): (to_array(p.grad) if p.grad is not None
-                                                                      else None)
+            grads_seen.append({label(i, p): (to_array(p.grad) if p.grad is not None else None)
                                for i, p in enumerate(params)})
+            before.clear()
+            before.update({label(i, p): to_array(p) for i, p in enumerate(params)})
+
+    def after_step(optimizer, args, kwargs):
+        if gradients and before and len(moves) < int(max_calls):
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            moves.append({label(i, p): [before.get(label(i, p)), to_array(p)] for i, p in enumerate(params)})
+            before.clear()
 
     handle = register_optimizer_step_pre_hook(before_step)
+    after_handle = register_optimizer_step_post_hook(after_step)
     klass.forward = traced
     try:
-        train_fn(**dict(config or {}))
+        returned = train_fn(**dict(config or {}))
     finally:
         handle.remove()
+        after_handle.remove()
         if own is not None:
             klass.forward = own
         else:
             del klass.forward
-    return {"calls": calls, "steps": steps, "rates": rates, "gradients": grads_seen}
+    model = returned if isinstance(returned, torch.nn.Module) else None
+    return {"calls": calls, "steps": steps, "rates": rates, "optimizers": optimizers, "gradients": grads_seen,
+            "moves": moves, "returned_training": None if model is None else bool(model.training),
+            "random_in_training": _random_in_training(model, calls[0]["args"] if calls else None)}
+
+
+def _random_in_training(model, args) -> bool | None:
+    """Whether `model` in training mode gives two different outputs for the same input (dropout, or noise of
+    its own), its input the first training call's recorded arguments; None where that cannot be run. Leaves
+    the model's mode and weights as they were."""
+    torch = _torch()
+    if model is None or not isinstance(args, dict):
+        return None
+    first = next(iter(model.parameters()), None)
+    device = first.device if first is not None else torch.device("cpu")
+
+    def back(value):
+        if isinstance(value, np.ndarray):
+            return torch.from_numpy(value.copy()).to(device)
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        return None if value is None or isinstance(value, str) else value
+
+    was = model.training
+    try:
+        inputs = {k: back(v) for k, v in args.items()}
+        model.train(True)
+        with torch.no_grad():
+            outs = [_flat_tensors(model(**inputs)) for _ in range(2)]
+        return any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(*outs))
+    except Exception:  # noqa: BLE001 (an argument the record could not carry back, say)
+        return None
+    finally:
+        model.train(was)
+
+
+def _setting(value):
+    """An optimiser group's setting as plain data: numbers, booleans, None and tuples of them as they are
+    (a tensor learning rate as its float), anything else by its type's name."""
+    torch = _torch()
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_setting(v) for v in value]
+    return f"<{type(value).__name__}>"
 
 
 @probe
 @refusing_builtins
 def call_with_module(module, *, fn: str, cls: str, init_kwargs=None, state_dict=None, args=(), kwargs=None,
-                     seed: int | None = 0):
+                     seed: int | None = 0, record_inputs: bool = False):
     """``fn(obj, *args, **kwargs)`` with ``obj = module.<cls>(**init_kwargs)`` holding the given weights: a
-    function that takes a model (a measurement of its gradients, say). Arrays become tensors; torch's
-    generator is seeded with `seed` before the call. no_builtin_rnn=True (no_builtin_attention=True) refuses
-    PyTorch's own recurrent layers (attention) while it runs."""
+    function that takes a model (a measurement of its gradients, say), in eval mode (as `call_method`). Arrays
+    become tensors; torch's generator is seeded with `seed` before the call. no_builtin_rnn=True
+    (no_builtin_attention=True) refuses PyTorch's own recurrent layers (attention) while it runs.
+    record_inputs=True: returns ``{"result": ..., "inputs": [array or None per call of the model]}``, the first
+    tensor each call of the model was given (what a generate fed its model: the context it cropped)."""
+    torch = _torch()
     f = _get(module, fn, "function")
-    obj = instantiate(module, cls, init_kwargs, state_dict, seed)
+    obj = _for_use(instantiate(module, cls, init_kwargs, state_dict, seed))
     seed_everything(seed)
-    return f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
+    if not record_inputs:
+        return f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
+    if not isinstance(obj, torch.nn.Module):
+        raise WrongResult(f"{cls} is not a torch.nn.Module")
+    inputs = []
+
+    def seen(_module, call_args, call_kwargs):
+        tensors = _flat_tensors(list(call_args) + list(call_kwargs.values()))
+        inputs.append(to_array(tensors[0]) if tensors else None)
+
+    handle = obj.register_forward_pre_hook(seen, with_kwargs=True)
+    try:
+        result = f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
+    finally:
+        handle.remove()
+    return {"result": result, "inputs": inputs}
 
 
 @probe
