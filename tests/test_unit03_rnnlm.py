@@ -147,4 +147,7 @@ class TestUnit03Rnnlm(UnitContract):
     VARIANTS = VARIANTS
     EXPENSIVE = (TRAINING,)  # about 15 s a grade; run for the variants listed as caught by it
     ALTERNATES = ALTERNATES
+    SYMPTOMS = {"train_lm makes a new Adam every step": "create the optimiser once",
+                "train_lm ignores its lr argument": "the call asked for lr = 0.01",
+                "gradients never zeroed between steps": "zero the gradients at every step"}
     ALTERNATES_THAT_TRAIN = ALTERNATES_THAT_TRAIN

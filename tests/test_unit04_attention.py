@@ -76,6 +76,41 @@ ALTERNATES: dict[str, dict[str, Edit | list[Edit]]] = {
             "        weights = torch.stack(weights, dim=1)  # (B, h, T_q, T_k)\n",
             why="one head at a time instead of a head axis"),
     },
+    # issue #40: fused QKV, a logsumexp softmax, the projections made in a setattr loop (once a false rule finding)
+    "projections made by setattr in a loop, fused QKV (one matmul of the three weights); softmax as "
+    "exp(s - logsumexp(s))": {
+        "masked_softmax": Edit(
+            "    top = scores.amax(dim=-1, keepdim=True)  # (..., 1): each row's largest score\n"
+            "    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # a fully masked row's largest is -inf\n"
+            "    e = torch.exp(scores - top)  # every exponent <= 0: nothing overflows\n"
+            "    total = e.sum(dim=-1, keepdim=True)  # (..., 1): at least 1, or 0 for a fully masked row\n"
+            "    return e / total.clamp_min(torch.finfo(e.dtype).tiny)  # a fully masked row: 0 / tiny = 0, not 0 / 0",
+            "    lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # (..., 1); -inf for a fully masked row\n"
+            "    lse = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))\n"
+            "    return torch.exp(scores - lse)",
+            why="the log-sum-exp form"),
+        "MultiHeadAttention": [Edit(
+            "        self.q_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+            "        self.k_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+            "        self.v_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+            "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n",
+            "        for name in ('q_proj', 'k_proj', 'v_proj', 'out_proj'):\n"
+            "            setattr(self, name, nn.Linear(d_model, d_model, bias=bias))\n",
+            why="a loop over the four names"), Edit(
+            f"        q = {_SPLIT['q']}\n        k = {_SPLIT['k']}\n        v = {_SPLIT['v']}\n",
+            "        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3 d_model, d_model)\n"
+            "        b = None if self.q_proj.bias is None else torch.cat([self.q_proj.bias, self.k_proj.bias, "
+            "self.v_proj.bias])\n"
+            "        if kv is x:  # self-attention: one matmul for all three\n"
+            "            q, k, v = F.linear(x, w, b).split(self.d_model, dim=-1)\n"
+            "        else:  # cross-attention: queries from x, keys and values from kv\n"
+            "            q = F.linear(x, w[:self.d_model], None if b is None else b[:self.d_model])\n"
+            "            k, v = F.linear(kv, w[self.d_model:], None if b is None else b[self.d_model:]).split(self.d_model, dim=-1)\n"
+            "        q = q.reshape(B, T_q, h, d_k).transpose(1, 2)\n"
+            "        k = k.reshape(B, T_k, h, d_k).transpose(1, 2)\n"
+            "        v = v.reshape(B, T_k, h, d_k).transpose(1, 2)\n",
+            why="fused QKV, as many implementations write it")],
+    },
 }
 
 
@@ -88,3 +123,9 @@ class TestUnit04Attention(UnitContract):
     VARIANTS = VARIANTS
     EXPENSIVE = (TRAINING,)  # about 40 s a grade on one core; run for the variants listed as caught by it
     ALTERNATES = ALTERNATES
+    SYMPTOMS = {"train_reverser makes a new Adam every step": "create the optimiser once",
+                "train_reverser ignores its lr argument": "the call asked for lr = 1",
+                "gradients never zeroed": "zero the gradients at every step",
+                "train_reverser returns the model in training mode": "returned the model in training mode",
+                "MultiHeadAttention stub: out_proj(x) with uniform weights, no attention": "did not change",
+                "each position attends to itself alone": "the attention weights must be uniform"}

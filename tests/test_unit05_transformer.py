@@ -126,6 +126,23 @@ ALTERNATES: dict[str, dict[str, Edit | list[Edit]]] = {
                  "            group['lr'] = lr * min(1.0, (step + 1) / warmup)\n", why="the rate set by hand"),
             Edit("        schedule.step()\n", "", why="no scheduler")],
     },
+    # issue #40: var_mean, LinearLR, a position table computed in float32 (once 9e-8 off in the float64 pass)
+    "positions computed in float32; LayerNorm by torch.var_mean; the warm-up by LinearLR": {
+        "sinusoidal_positions": [
+            Edit("    p = torch.arange(T, dtype=torch.float64)[:, None]", "    p = torch.arange(T, dtype=torch.float32)[:, None]"),
+            Edit("    two_i = torch.arange(0, d, 2, dtype=torch.float64)", "    two_i = torch.arange(0, d, 2, dtype=torch.float32)"),
+            Edit("    pe = torch.empty(T, d, dtype=torch.float64)", "    pe = torch.empty(T, d, dtype=torch.float32)",
+                 why="float32 throughout, as most code writes it")],
+        "LayerNorm": Edit(
+            "        mu = x.mean(dim=-1, keepdim=True)  # (..., 1)\n" + _VAR,
+            "        var, mu = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # (..., 1) each: biased\n",
+            why="var_mean"),
+        "train_transformer": Edit(
+            "    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))\n",
+            "    schedule = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1 / warmup, end_factor=1.0,\n"
+            "                                                 total_iters=max(warmup - 1, 1))\n",
+            why="LinearLR: (s + 1) / warmup up to warmup - 1, then 1"),
+    },
 }
 
 
@@ -138,5 +155,10 @@ class TestUnit05Transformer(UnitContract):
     VARIANTS = VARIANTS
     EXPENSIVE = (TRAINING,)  # about 40 s a grade on one core; run for the variants listed as caught by it
     ALTERNATES = ALTERNATES
+    SYMPTOMS = {"train_transformer with Adam's default betas and eps": "betas are (0.9, 0.999) (Adam's defaults)",
+                "train_transformer ignores its lr argument": "learning rate was",
+                "the paper's dropout in the feed-forward (the instructions have none)": "two different outputs",
+                "train_transformer returns the model in training mode": "returned the model in training mode",
+                "DecoderBlock without its masked self-attention": "reads the target tokens before it"}
     ALTERNATES_THAT_TRAIN = ("blocks as plain functions over their parameters; masks built with arange; a warm-up "
                              "set by hand",)

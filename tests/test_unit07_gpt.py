@@ -100,6 +100,11 @@ class TestUnit07Gpt(UnitContract):
     # solution's grade in every make test still runs the training check
     EXPENSIVE_OPT_IN = (TRAINING,)
     ALTERNATES = ALTERNATES
+    SYMPTOMS = {"train_gpt with Adam's L2 weight decay, not AdamW's": "Adam's weight_decay adds the decay",
+                "train_gpt with AdamW's default betas": "betas are (0.9, 0.999)",
+                "train_gpt ignores its weight_decay argument": "weight_decay is 0.01",
+                "train_gpt returns the model in training mode": "returned the model in training mode",
+                "generate crops to the oldest block_size tokens": "expected the newest"}
     RUN_DEMOS = False  # the last demo is the CPU tier (about two minutes on one core)
 
     def test_the_training_run_records_its_verified_loss(self, solution_result):

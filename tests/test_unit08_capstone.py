@@ -97,6 +97,10 @@ class TestUnit08Capstone(UnitContract):
                                 '"<|im_start|>assistant\\n"', 'regex.split(r"(\\p{N})", text)')
     VARIANTS = VARIANTS
     ALTERNATES = ALTERNATES
+    SYMPTOMS = {"generate samples with torch's global generator, not the one given": "draw every random number",
+                "generate applies the temperature after the softmax": "do not follow softmax(logits / temperature)",
+                "RMSNorm's gain left uninitialised (torch.empty)": "gain as built",
+                "Llama's final norm built without the model's eps": "eps=0.1"}
 
 
 def test_answers_built_on_the_course_references_earn_nothing(tmp_path):

@@ -159,6 +159,9 @@ class UnitContract:
     # Each must get full marks; the EXPENSIVE checks run only for those named in ALTERNATES_THAT_TRAIN.
     ALTERNATES: dict[str, dict[str, "str | Edit | list[Edit]"]] = {}
     ALTERNATES_THAT_TRAIN: tuple[str, ...] = ()
+    # variant -> words its failing check's message must contain: the symptom named, not a neighbour's (issue #40,
+    # class 7: "could not see the clipping" for an ignored lr, "zero the gradients" for a wrong loss)
+    SYMPTOMS: dict[str, str] = {}
     # whether the solution notebook's nbval run executes the demo cells too (what a student runs from
     # top to bottom); a unit whose demos are too slow for CI says why and sets it False
     RUN_DEMOS: bool = True
@@ -309,6 +312,17 @@ class UnitContract:
         assert r["score"] < r["max_score"] and r["status"] != "grader-error", r["message"]
         left_out_points = sum(t["max_score"] for t in solution_result["tests"] if t["name"] in left_out)
         assert math.isclose(r["max_score"] + left_out_points, self.MAX_SCORE)
+
+    @pytest.mark.slow
+    def test_a_mistake_s_message_names_its_symptom(self, mistake_grades):
+        """The message a student reads for each mistake of SYMPTOMS says what is wrong in its own words."""
+        for variant, words in self.SYMPTOMS.items():
+            r = mistake_grades.get(variant)
+            if r is None or isinstance(r, Exception):
+                pytest.fail(f"{variant!r} was not graded: {r!r}")
+            catchers = self.VARIANTS[variant][2]
+            outputs = [t.get("output", "") for t in r["tests"] if t["name"] in catchers and t["score"] == 0]
+            assert any(words in out for out in outputs), (variant, words, outputs)
 
     @pytest.mark.slow
     def test_a_graded_mistake_is_attributed_to_itself(self, variant, mistake_grades):

@@ -42,7 +42,8 @@ TRAINING = "train_lm: an LSTM LM trained on TinyShakespeare's characters reaches
 TRAIN_STEPS = ("train_lm, step by step: the batches in order, the state carried (detached) within a pass and reset "
                "at the start of each pass")
 TRAIN_CLIP = "train_lm, step by step: every optimiser step receives gradients clipped to the global norm clip"
-TRAIN_GRADIENTS = "train_lm, step by step: each optimiser step receives the gradient of that step's loss alone"
+TRAIN_GRADIENTS = ("train_lm, step by step: each optimiser step receives the gradient of that step's loss alone, and "
+                   "one Adam at lr updates the weights from it")
 GRADIENTS_SMALL = ("state_gradient_norms: one norm per step, as the reference's, for a small Elman and a small LSTM "
                    "model")
 GRADIENTS_DECAY = ("state_gradient_norms: the decay over 40 steps matches the reference's, Elman and LSTM (forget "
@@ -205,6 +206,17 @@ class LSTM(nn.Module):
         "        clip_grad_norm(model.parameters(), clip)\n        loss.backward()\n",
         why="the gradients are zero when clipped; backward() then fills them unclipped"),
         (TRAIN_CLIP,)),
+    # the optimiser (issue #40, class 2): the loss threshold cannot see it
+    "train_lm makes a new Adam every step": ("train_lm", [
+        Edit("    optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n", ""),
+        Edit("        optimizer.zero_grad()\n",
+             "        optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n        optimizer.zero_grad()\n",
+             why="Adam's moment estimates start from zero every step")],
+        (TRAIN_GRADIENTS,)),
+    "train_lm ignores its lr argument": ("train_lm", Edit(
+        "torch.optim.Adam(model.parameters(), lr=lr)", "torch.optim.Adam(model.parameters(), lr=6e-3)",
+        why="the lr argument is ignored"),
+        (TRAIN_GRADIENTS,)),
     "state never reset between passes": ("train_lm", Edit(
         "state = None  # a new pass over the lanes starts from a zero state",
         "pass  # the last batch's state goes on into the next pass",
@@ -290,6 +302,11 @@ HINTS: dict[str, str] = {
     "clipping before backward() (it clips nothing)":
         "Check the order of your training step: gradients exist only after the backward pass, so clip them "
         "after it and before the optimiser's step.",
+    "train_lm makes a new Adam every step":
+        "Check where your optimiser is made: Adam keeps running averages of the gradients from step to step, "
+        "and an optimiser made inside the loop starts them from zero at every step.",
+    "train_lm ignores its lr argument":
+        "Check that your training function uses the learning rate it is called with, not a value of its own.",
     "state never reset between passes":
         "Check what state a new pass over the data starts from: zeros. The end of the stream is not the "
         "context of its beginning.",

@@ -98,6 +98,7 @@ import torch
 from lmcourse.grading import training
 from lmcourse.grading.checks import check, expect_close
 from lmcourse.grading.compare import one_thread
+from lmcourse.grading.optimizer import OptimizerSpec, check_optimizer
 from lmcourse.grading.sandbox import StudentError
 
 CPU = dict(d_embed=32, d_hidden=128, batch_size=32, block_size=32, steps=300, lr=6e-3, clip=1.0, seed=0, device="cpu")
@@ -271,10 +272,19 @@ def test_training_clips(student, reference, rng):
                                  "gradients, and before optimizer.step(), which uses them")
 
 
+ADAM = OptimizerSpec(kind="Adam", rate=lambda j: TRACE["lr"], said="torch.optim.Adam(model.parameters(), lr=lr)")
+
+
 @check(points=1, cell="test_training", name="train_lm, step by step: each optimiser step receives the gradient of "
-                                           "that step's loss alone")
+                                           "that step's loss alone, and one Adam at lr updates the weights from it")
 def test_training_gradients(student, reference, rng):
+    """First the optimiser (`lmcourse.grading.optimizer`): torch.optim.Adam with its default settings and the
+    call's lr, one state through the run, every update Adam's from the gradients the step received (an Adam
+    made anew every step, or an lr of the loop's own, fails here); then each step's gradient against the
+    reference's gradient of that step's loss."""
     config, stream, what, out = _trace(student, rng, gradients=True, clip=GRADIENT_CLIP)
+    check_optimizer(out, ADAM, steps=config["steps"], what=what)
+    training.check_not_random(out, what=what)
     x, y = _batches(student, reference, stream, config)
     calls, grads = out["calls"], out.get("gradients")
     if not isinstance(grads, list) or len(grads) != config["steps"]:
@@ -307,6 +317,9 @@ def test_training_gradients(student, reference, rng):
             if len(checked) == 1:
                 hint = ("This is the first step the grader follows: make RNNLM, the LSTM and lm_loss right first "
                         "(their checks), and back-propagate this batch's loss")
+            elif training.piled_up(received, grads[j - 1], expected, where=where) >= MIN_COSINE:
+                hint = (f"Step {checked[-2]} received the right one, and this one received it again with this "
+                        "step's added on: zero the gradients at every step (optimizer.zero_grad())")
             else:
                 hint = (f"Step {checked[-2]} received the right one; each update must come from its own step's "
                         "loss only")

@@ -30,10 +30,11 @@ MHA_SELF = ("MultiHeadAttention: self-attention without a mask, outputs, per-hea
             "nn.MultiheadAttention with the same weights")
 MHA_MASKS = ("MultiHeadAttention: causal self-attention and cross-attention with key padding match "
              "nn.MultiheadAttention (1 head, 4 heads, d_model heads; float32 and float64)")
-MHA_LAYOUT = ("MultiHeadAttention: parameter names and shapes as specified (with and without bias), and it runs on "
-              "a device other than the CPU")
-MHA_PROPERTIES = ("MultiHeadAttention: without a mask, permuting the tokens permutes the outputs; under a causal "
-                  "mask, changing later tokens leaves earlier outputs unchanged")
+MHA_LAYOUT = ("MultiHeadAttention: parameter names and shapes as specified (with and without bias), each in its role "
+              "(keys through k_proj, values through v_proj), and it runs on a device other than the CPU")
+MHA_PROPERTIES = ("MultiHeadAttention: without a mask, permuting the tokens permutes the outputs and each position "
+                  "reads the others; under a causal mask, changing later tokens leaves earlier outputs unchanged and "
+                  "later positions read earlier tokens")
 MHA_HEADS = ("MultiHeadAttention: heads are independent: changing one head's query weights changes that head's "
              "weights only")
 DECODER = ("AttentionSeq2Seq: logits, attention weights and gradients match the reference with the same weights "
@@ -41,7 +42,7 @@ DECODER = ("AttentionSeq2Seq: logits, attention weights and gradients match the 
 GREEDY = ("AttentionSeq2Seq.greedy_decode: each token is the most likely one given <BOS> and the tokens before it; "
           "it runs where its input is")
 STEPS = ("train_reverser, step by step: each optimiser step receives the gradient of that step's loss (padding "
-         "ignored), clipped to global norm 1")
+         "ignored), clipped to global norm 1, and one Adam at lr updates the weights from it; the model returned in eval mode")
 TRAINING = "train_reverser: the trained model reverses enough long held-out strings exactly (greedy decoding)"
 
 _SCORES = "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)"
@@ -143,6 +144,33 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "gradients never zeroed": ("train_reverser", Edit(
         "        optimizer.zero_grad()\n", "", why="each step's gradient piles onto all the earlier ones"),
         (STEPS,)),
+    "train_reverser makes a new Adam every step": ("train_reverser", [
+        Edit("    optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n", ""),
+        Edit("        optimizer.zero_grad()\n",
+             "        optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n        optimizer.zero_grad()\n",
+             why="Adam's moment estimates start from zero every step: each update is about lr times the sign of "
+                 "the gradient")],
+        (STEPS,)),
+    "train_reverser ignores its lr argument": ("train_reverser", Edit(
+        "torch.optim.Adam(model.parameters(), lr=lr)", "torch.optim.Adam(model.parameters(), lr=3e-3)",
+        why="the lr argument is ignored: every call trains at 3e-3"),
+        (STEPS,)),
+    # stubs that keep the properties (issue #40, class 4)
+    "MultiHeadAttention stub: out_proj(x) with uniform weights, no attention": ("MultiHeadAttention", Edit(
+        "        return self.out_proj(out), weights",
+        "        return self.out_proj(x), torch.full((B, h, T_q, T_k), 1.0 / T_k, device=x.device)",
+        why="a stub: each position's output is its own input projected; permuting and causal properties hold"),
+        (MHA_SELF, MHA_MASKS, MHA_LAYOUT, MHA_PROPERTIES, MHA_HEADS, DECODER)),
+    "each position attends to itself alone": ("MultiHeadAttention", Edit(
+        "        out, weights = scaled_dot_product_attention(q, k, v, mask)",
+        "        weights = torch.eye(T_q, T_k, device=x.device).expand(B, h, T_q, T_k)\n"
+        "        out = weights @ v",
+        why="identity attention: no mixing, so permutation and causality hold"),
+        (MHA_SELF, MHA_MASKS, MHA_LAYOUT, MHA_PROPERTIES, MHA_HEADS, DECODER)),
+    # train/eval mode (issue #40, class 3)
+    "train_reverser returns the model in training mode": ("train_reverser", Edit(
+        "    return model.cpu().eval()", "    return model.cpu()", why="the instructions ask for eval mode"),
+        (STEPS,)),
     "greedy_decode reads the first position's logits": ("AttentionSeq2Seq", Edit(
         "logits[:, -1].argmax(dim=-1, keepdim=True)", "logits[:, 0].argmax(dim=-1, keepdim=True)",
         why="the prediction after <BOS> repeated instead of the newest one"),
@@ -231,6 +259,20 @@ HINTS: dict[str, str] = {
         "before the optimiser's step.",
     "gradients never zeroed":
         "Check that gradients are cleared at every step: otherwise each step adds onto all the earlier ones.",
+    "train_reverser makes a new Adam every step":
+        "Check where your optimiser is made: Adam keeps running averages of the gradients from step to step, "
+        "and an optimiser made inside the loop starts them from zero at every step.",
+    "train_reverser ignores its lr argument":
+        "Check that your training function uses the learning rate it is called with, not a value of its own.",
+    "MultiHeadAttention stub: out_proj(x) with uniform weights, no attention":
+        "Check that your attention really mixes the positions: each output should be a weighted average of the "
+        "values of all the positions it may see, with weights from the queries and keys.",
+    "each position attends to itself alone":
+        "Check where your attention weights come from: they are the softmax of the scaled scores between each "
+        "query and every key, so a position normally attends to others as well as itself.",
+    "train_reverser returns the model in training mode":
+        "Check the mode of the model your training function hands back: a trained model is used in eval mode, "
+        "and the specification asks you to switch it before returning it.",
     "greedy_decode reads the first position's logits":
         "Check which position's logits pick the next token: the newest one, at the end of the sequence so "
         "far.",

@@ -10,7 +10,11 @@ in float64 on both sides.
 
 The property checks run the student's module alone: without a mask, permuting the tokens permutes the
 outputs (self-attention has no notion of order); under a causal mask, changing tokens from position k on
-leaves the outputs before k unchanged; and heads are independent: changing the query weights of one head
+leaves the outputs before k unchanged. A module that never mixes positions (``out_proj(x)``, or each
+position attending to itself alone) has both properties, so each is paired with what only attention does:
+a replaced token moves the outputs of the positions that attend to it (wherever the reference's move by
+more than 1e-3), and the layout check loads zero keys (the weights must come out uniform) and zero values
+(the outputs must be out_proj's bias). Heads are independent: changing the query weights of one head
 changes that head's attention weights and no other head's (a `view` to (B, h, T, d_k) without the transpose
 mixes positions into heads and fails it).
 """
@@ -65,9 +69,10 @@ def test_mha_masks(student, rng, compare, trusted, weights):
 
 
 @check(points=1, cell="test_multi_head_attention", name="MultiHeadAttention: parameter names and shapes as specified "
-                                                       "(with and without bias), and it runs on a device other than "
-                                                       "the CPU")
-def test_mha_layout_and_device(student, rng, rules):
+                                                       "(with and without bias), each in its role (keys through "
+                                                       "k_proj, values through v_proj), and it runs on a device other "
+                                                       "than the CPU")
+def test_mha_layout_and_device(student, rng, rules, trusted, weights):
     for bias in (True, False):
         shapes = student.probe("parameter_shapes", cls="MultiHeadAttention",
                                init_kwargs={"d_model": 12, "n_heads": 3, "bias": bias})
@@ -77,6 +82,24 @@ def test_mha_layout_and_device(student, rng, rules):
         expected["__total__"] = 4 * (144 + (12 if bias else 0))
         expect_equal(shapes, expected, what=f"the parameters of MultiHeadAttention(d_model=12, n_heads=3, "
                                             f"bias={bias}) (name: shape)")
+    # The names are roles, which a module holding the four projections and never attending would not meet:
+    # with no keys (k_proj all zeros) every score of a row is equal, so the weights are uniform; with no values
+    # (v_proj all zeros) every output is out_proj's bias.
+    w = weights(trusted, "MultiHeadAttention", _init(16, 4), seed=int(rng.integers(1 << 30)), scale=2.0)
+    x = _x(rng, 2, 5, 16)
+    no_keys = dict(w, **{"k_proj.weight": np.zeros_like(w["k_proj.weight"]),
+                         "k_proj.bias": np.zeros_like(w["k_proj.bias"])})
+    _, found = _run(student, no_keys, [x])
+    expect_close(expect_shape(found, (2, 4, 5, 5), what="the weights of MultiHeadAttention(16, 4) on x (2, 5, 16)"),
+                 np.full((2, 4, 5, 5), 1 / 5), rtol=1e-5, atol=1e-6,
+                 what="MultiHeadAttention(16, 4) on x (2, 5, 16) with k_proj's weight and bias all zeros (every key "
+                      "zero, so every score of a row equal): the attention weights must be uniform, 1/5 each")
+    no_values = dict(w, **{"v_proj.weight": np.zeros_like(w["v_proj.weight"]),
+                           "v_proj.bias": np.zeros_like(w["v_proj.bias"])})
+    out, _ = _run(student, no_values, [x])
+    expect_close(out, np.broadcast_to(w["out_proj.bias"], (2, 5, 16)), rtol=1e-5, atol=1e-6,
+                 what="MultiHeadAttention(16, 4) on x (2, 5, 16) with v_proj's weight and bias all zeros (every value "
+                      "zero, so every head's output zero): the outputs must be out_proj's bias at every position")
     T = 5
     expect_on_other_device(student, cls="MultiHeadAttention", init_kwargs=_init(8, 2),
                            inputs=[_x(rng, 2, T, 8), None, np.tril(np.ones((T, T), dtype=bool))],
@@ -96,9 +119,34 @@ def _run(student, w, inputs, d=16, h=4):
     return out
 
 
+def _moved(a, b, positions) -> list[int]:
+    """The positions (axis 1) at which outputs `a` and `b` (B, T, d) differ beyond float32 noise."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return [i for i in positions if not np.allclose(a[:, i], b[:, i], rtol=1e-5, atol=1e-6)]
+
+
+def _must_move(student, trusted, w, inputs, changed_inputs, positions, *, what: str) -> None:
+    """Where the reference's outputs move by more than 1e-3 when `inputs` become `changed_inputs`, the
+    student's must move too: a property check a module that never mixes positions could pass otherwise."""
+    from lmcourse.grading.sandbox.inside import probes
+
+    def ref(xs):
+        return probes.run_local("module_forward", trusted, cls="MultiHeadAttention", init_kwargs=_init(16, 4),
+                                state_dict=w, inputs=xs, grad=False)["outputs"][0]
+
+    before, after = np.asarray(ref(inputs), np.float64), np.asarray(ref(changed_inputs), np.float64)
+    expected = [i for i in positions if np.abs(after[:, i] - before[:, i]).max() > 1e-3]
+    found = set(_moved(_run(student, w, changed_inputs)[0], _run(student, w, inputs)[0], expected))
+    still = [i for i in expected if i not in found]
+    if still:
+        raise AssertionError(f"{what}: the outputs at positions {still} did not change; each of them attends to "
+                             "the replaced token, so its weighted average of the values must move")
+
+
 @check(points=1, cell="test_multi_head_attention", name="MultiHeadAttention: without a mask, permuting the tokens "
-                                                       "permutes the outputs; under a causal mask, changing later "
-                                                       "tokens leaves earlier outputs unchanged")
+                                                       "permutes the outputs and each position reads the others; "
+                                                       "under a causal mask, changing later tokens leaves earlier "
+                                                       "outputs unchanged and later positions read earlier tokens")
 def test_mha_properties(student, rng, trusted, weights):
     w = weights(trusted, "MultiHeadAttention", _init(16, 4), seed=int(rng.integers(1 << 30)), scale=2.0)
     x = _x(rng, 2, 7, 16)
@@ -110,7 +158,16 @@ def test_mha_properties(student, rng, trusted, weights):
     expect_close(out_perm, np.asarray(out)[:, perm], what="MultiHeadAttention(16, 4), self-attention without a mask "
                  "on x (2, 7, 16) with its tokens permuted: the outputs must be the same outputs, permuted the same way",
                  rtol=1e-4, atol=1e-5)
+    j = int(rng.integers(7))
+    changed = x.copy()
+    changed[:, j] = _x(rng, 2, 16)
+    _must_move(student, trusted, w, [x], [changed], [i for i in range(7) if i != j],
+               what=f"MultiHeadAttention(16, 4), self-attention without a mask on x (2, 7, 16) with token {j} replaced")
     causal = np.tril(np.ones((7, 7), dtype=bool))
+    first = x.copy()
+    first[:, 0] = _x(rng, 2, 16)
+    _must_move(student, trusted, w, [x, None, causal], [first, None, causal], range(1, 7),
+               what="MultiHeadAttention(16, 4), causal self-attention on x (2, 7, 16) with token 0 replaced")
     out, _ = _run(student, w, [x, None, causal])
     for k in (1, 4, 6):
         changed = x.copy()

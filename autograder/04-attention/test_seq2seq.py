@@ -64,6 +64,7 @@ import torch
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
 from lmcourse.grading.compare import expect_runs_elsewhere, one_thread, random_weights
+from lmcourse.grading.optimizer import OptimizerSpec, check_optimizer
 from lmcourse.grading.seq2seq import Seq2SeqTask, check_greedy_choices, check_training_steps, eval_rows, \
     trusted_model
 from lmcourse.seq2seq import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, pad_batch, reversal_pairs, reversal_pairs_by_length, \
@@ -144,8 +145,13 @@ def _targets(src: np.ndarray, T: int):
 REVERSAL = Seq2SeqTask(targets=_targets, described="each source reversed", vocab_size=VOCAB_SIZE)
 
 
+ADAM = OptimizerSpec(kind="Adam", rate=lambda j: TRACE["lr"], said="torch.optim.Adam(model.parameters(), lr=lr)")
+
+
 @check(points=1, cell="test_training", name="train_reverser, step by step: each optimiser step receives the gradient "
-                                           "of that step's loss (padding ignored), clipped to global norm 1", visibility="visible")
+                                           "of that step's loss (padding ignored), clipped to global norm 1, and "
+                                           "one Adam at lr updates the weights from it; the model "
+                                           "returned in eval mode", visibility="visible")
 def test_training_steps(student, reference, rng, rules):
     """What the exact-match score cannot see, followed step by step (`train_and_trace`: the student's
     train_reverser on a tiny model, every forward pass with its weights and every optimiser step with the
@@ -156,17 +162,22 @@ def test_training_steps(student, reference, rng, rules):
     at most 1. Measured on the reference (seeds 0-2, lr 1e-2): cosine 1.0000 at every step; the loss taken
     over the padding too: cosines -0.41 to 0.63; at lr 1.0 the raw norms from the second step on are 1.3-129,
     so a loop that never clips fails (2). A loop that never zeroes its gradients fails (1) from its second step.
+    First of all, the optimiser (`lmcourse.grading.optimizer`): torch.optim.Adam with its default settings and
+    the call's lr at every step, one state carried through the run, and every update the one Adam makes from
+    the gradients that step received (an Adam made anew every step, or an lr of the loop's own, fails here).
     """
     config = dict(TRACE, seed=int(rng.integers(1 << 20)))
     settings = ", ".join(f"{k}={v!r}" for k, v in config.items())
     what = f"train_reverser({settings})"
     out = student.probe("train_and_trace", fn="train_reverser", cls="AttentionSeq2Seq", config=config,
                         gradients=True, timeout=120, **rules)
+    check_optimizer(out, ADAM, steps=config["steps"], what=what)
     shape = dict(vocab_size=VOCAB_SIZE, d_emb=config["d_emb"], d_hidden=config["d_hidden"])
     trusted = trusted_model(student, reference, "AttentionSeq2Seq", shape, rules=rules,
                             name=f"AttentionSeq2Seq({', '.join(f'{k}={v}' for k, v in shape.items())})")
     check_training_steps(out, steps=config["steps"], batch_size=config["batch_size"], trusted=trusted, task=REVERSAL,
                          what=what, first_step_hint="make the decoder right first (its check)")
+    training.check_returned_for_use(out, what=what, fn="train_reverser")
 
 
 @check(points=4, cell="test_training", name="train_reverser: the trained model reverses enough long held-out strings "

@@ -26,12 +26,13 @@ DECODER = ("DecoderBlock: outputs and gradients match nn.TransformerDecoderLayer
            "and pre-norm, causal mask and source padding; float32 and float64)")
 FORWARD = ("Transformer: logits and gradients match the reference with the same weights (pre-norm with sinusoidal "
            "positions, post-norm with learned ones; padded sources; float32, float64, another device)")
-PROPERTIES = ("Transformer: no position reads a later target token, the source's padding changes nothing, and the "
-              "source matters")
+PROPERTIES = ("Transformer: no position reads a later target token but later positions read earlier ones, the "
+              "source's padding changes nothing, and the source matters")
 GREEDY = ("Transformer.greedy_decode: each token is the most likely one given <BOS> and the tokens before it; it "
           "runs where its input is")
 STEPS = ("train_transformer, step by step: each optimiser step receives the gradient of that step's loss (padding "
-         "ignored), clipped to global norm 1, at the warm-up's learning rate")
+         "ignored), clipped to global norm 1, at the warm-up's learning rate, and one Adam (the paper's betas and "
+         "eps) updates the weights from it; the model returned in eval mode")
 TRAINING = "train_transformer: the trained model translates enough held-out dates exactly (greedy decoding)"
 
 _SIN = "    pe[:, 0::2] = torch.sin(angles)  # even features\n"
@@ -131,6 +132,31 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "no warm-up": ("train_transformer", Edit(
         "lambda step: min(1.0, (step + 1) / warmup)", "lambda step: 1.0", why="the full rate from the first step"),
         (STEPS,)),
+    # the optimiser (issue #40, class 2): exact match cannot see it
+    "train_transformer with Adam's default betas and eps": ("train_transformer", Edit(
+        "torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)",
+        "torch.optim.Adam(model.parameters(), lr=lr)", why="beta2 0.999 and eps 1e-8, not the paper's"),
+        (STEPS,)),
+    "train_transformer ignores its lr argument": ("train_transformer", Edit(
+        "torch.optim.Adam(model.parameters(), lr=lr,", "torch.optim.Adam(model.parameters(), lr=1e-3,",
+        why="the lr argument is ignored"),
+        (STEPS,)),
+    # a decoder that keeps causality by never looking back (issue #40, class 4)
+    "DecoderBlock without its masked self-attention": ("DecoderBlock", [
+        Edit("            y = y + self.self_attn(h, mask=self_mask)\n", ""),
+        Edit("            h = self.ln1(y)\n", ""),
+        Edit("            y = self.ln1(y + self.self_attn(y, mask=self_mask))\n", "            y = self.ln1(y)\n",
+             why="no self-attention: causal by construction, each position blind to the tokens before it")],
+        (DECODER, FORWARD, PROPERTIES, GREEDY)),
+    # train/eval mode (issue #40, class 3)
+    "train_transformer returns the model in training mode": ("train_transformer", Edit(
+        "    return model.cpu().eval()", "    return model.cpu()", why="the instructions ask for eval mode"),
+        (STEPS,)),
+    "the paper's dropout in the feed-forward (the instructions have none)": ("FeedForward", Edit(
+        "        return self.ff2(torch.relu(self.ff1(x)))",
+        "        return self.ff2(F.dropout(torch.relu(self.ff1(x)), 0.1, self.training))",
+        why="the original Transformer's dropout: every training step's gradient is another network's"),
+        (STEPS,)),
     "train_transformer: gradients never clipped": ("train_transformer", Edit(
         "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "", why="the spec clips the global norm to 1"),
         (STEPS,)),
@@ -227,6 +253,20 @@ HINTS: dict[str, str] = {
         "Check the learning rate of your first optimiser steps: the schedule rises linearly over the warm-up "
         "before it reaches the full rate, since a large rate from the first step can move the layers too far "
         "before training settles.",
+    "train_transformer with Adam's default betas and eps":
+        "Check your optimiser's settings against the specification: the paper's Adam forgets old squared "
+        "gradients faster than PyTorch's default and uses a smaller epsilon.",
+    "train_transformer ignores its lr argument":
+        "Check that your training function uses the learning rate it is called with, not a value of its own.",
+    "DecoderBlock without its masked self-attention":
+        "Check that each decoder block lets a position read the target tokens before it: the masked "
+        "self-attention sublayer comes first, then cross-attention to the source, then the feed-forward.",
+    "train_transformer returns the model in training mode":
+        "Check the mode of the model your training function hands back: a trained model is used in eval mode, "
+        "and the specification asks you to switch it before returning it.",
+    "the paper's dropout in the feed-forward (the instructions have none)":
+        "Check your blocks against the specification's table rather than the original paper: this model has no "
+        "dropout anywhere, so in training mode it must give the same output twice for the same input.",
     "train_transformer: gradients never clipped":
         "Check what happens between the backward pass and the optimiser step: the specification clips the "
         "gradients of all parameters together to a global norm of 1, which guards each update against a rare, "

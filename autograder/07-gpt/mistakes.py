@@ -48,11 +48,12 @@ SAMPLE = ("sample_next: on 20,000 rows, each draw follows the filtered softmax (
 KV = ("GPT with a KVCache: a prompt, then single tokens, then chunks give the logits of the full forward; a ValueError "
       "past block_size")
 TRAINING_STEPS = ("train_gpt, step by step: the warm-up + cosine learning rate of every step, every gradient clipped "
-                  "to clip, batches of windows of the stream")
+                  "to clip, batches of windows of the stream, one AdamW (betas, weight decay) updating the weights, the model "
+                  "returned in eval mode")
 TRAINING = ("train_gpt: a GPT trained on TinyShakespeare's characters reaches the validation loss threshold (computed "
             "by the grader)")
 GENERATE = ("generate: greedy tokens equal the reference's with the same weights, with the cache and without it "
-            "(cropped to the context); it runs where the prompt is")
+            "(cropped to the newest block_size tokens); it runs where the prompt is")
 
 # The straightforward trainer the instructions endorse: recount every pair of the distinct pre-tokens after
 # each merge. A correct alternate (it must pass the speed check), and the base of the tie and counting variants.
@@ -322,6 +323,26 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "train_gpt never clips the gradients": ("train_gpt", Edit(
         "        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)\n", "", why="no clipping"),
         (TRAINING_STEPS,)),
+    # the optimiser (issue #40, class 2): the loss threshold cannot see it
+    "train_gpt with Adam's L2 weight decay, not AdamW's": ("train_gpt", Edit(
+        "torch.optim.AdamW(model.parameters(),", "torch.optim.Adam(model.parameters(),",
+        why="the decay is added to the gradient and rescaled by Adam, not applied to the weights"),
+        (TRAINING_STEPS,)),
+    "train_gpt with AdamW's default betas": ("train_gpt", Edit(
+        "lr=lr, betas=(0.9, 0.99), weight_decay", "lr=lr, weight_decay", why="beta2 0.999, not 0.99"),
+        (TRAINING_STEPS,)),
+    "train_gpt ignores its weight_decay argument": ("train_gpt", Edit(
+        ", weight_decay=weight_decay)", ")", why="AdamW's default decay, 0.01"),
+        (TRAINING_STEPS,)),
+    # cropping past the context, on a greedy chain that keeps moving (issue #40, class 8)
+    "generate crops to the oldest block_size tokens": ("generate", Edit(
+        "            logits = model(idx[:, -model.block_size:])", "            logits = model(idx[:, :model.block_size])",
+        why="past the context the model keeps reading the prompt's start, never the newest tokens"),
+        (GENERATE,)),
+    # train/eval mode (issue #40, class 3)
+    "train_gpt returns the model in training mode": ("train_gpt", Edit(
+        "    return model.eval()", "    return model", why="the instructions ask for eval mode"),
+        (TRAINING_STEPS,)),
     "train_gpt's schedule one step late": ("train_gpt", Edit(
         "            rate = lr * (step + 1) / warmup", "            rate = lr * step / warmup", why="starts at 0"),
         (TRAINING_STEPS,)),
@@ -439,6 +460,21 @@ HINTS: dict[str, str] = {
     "train_gpt never clips the gradients":
         "Check your training step against the specification: the global gradient norm is clipped before "
         "every optimiser step.",
+    "train_gpt with Adam's L2 weight decay, not AdamW's":
+        "Check which optimiser the specification names: with Adam, weight decay is added to the gradient and "
+        "then rescaled with it, while AdamW shrinks the weights directly, as the training recipe expects.",
+    "train_gpt with AdamW's default betas":
+        "Check your optimiser's settings against the specification: its second beta is smaller than "
+        "PyTorch's default, so old squared gradients are forgotten sooner.",
+    "train_gpt ignores its weight_decay argument":
+        "Check that your training function passes on every setting it is called with: the weight decay, too, "
+        "is an argument, and the optimiser's own default is another value.",
+    "generate crops to the oldest block_size tokens":
+        "Check which tokens your model reads once the sequence is longer than its context: the newest ones, "
+        "since the next token depends on what came just before it.",
+    "train_gpt returns the model in training mode":
+        "Check the mode of the model your training function hands back: a trained model is used in eval mode, "
+        "and the specification asks you to switch it before returning it.",
     "train_gpt's schedule one step late":
         "Check the learning rate of the very first step: steps count from zero, yet the warm-up already gives "
         "that step a small positive rate and reaches the peak on its last step. A first rate of zero shifts the "

@@ -189,24 +189,43 @@ GEN_MODEL = dict(vocab_size=30, block_size=16, d_model=16, n_heads=2, n_layers=2
 
 
 @check(points=1, cell="test_kv_cache", name="generate: greedy tokens equal the reference's with the same weights, with "
-                                            "the cache and without it (cropped to the context); it runs where the "
-                                            "prompt is")
+                                            "the cache and without it (cropped to the newest block_size tokens); it "
+                                            "runs where the prompt is")
 def test_generate(student, reference, rng, rules):
     w = block_weights(reference.GPT, GEN_MODEL, rng, scale=3.0)
     prompt = rng.integers(0, 30, size=(3, 4)).astype(np.int64)
+    T = GEN_MODEL["block_size"]
     for n_new, use_cache in ((12, True), (12, False), (30, False)):
         kw = dict(fn="generate", cls="GPT", init_kwargs=GEN_MODEL, state_dict=w, args=[prompt],
                   kwargs={"n_new": n_new, "temperature": 0, "use_cache": use_cache})
         with one_thread():
             expected = probes.to_array(probes.run_local("call_with_module", reference, **kw))
-        found = np.asarray(student.probe("call_with_module", **kw, timeout=60, **rules))
-        what = f"generate(model (block_size 16), prompt (3, 4), {n_new}, temperature=0, use_cache={use_cache})"
+        out = student.probe("call_with_module", **kw, record_inputs=True, timeout=60, **rules)
+        found = np.asarray(out.get("result")) if isinstance(out, dict) else np.asarray(None)
+        what = f"generate(model (block_size {T}), prompt (3, 4), {n_new}, temperature=0, use_cache={use_cache})"
         if found.shape != expected.shape:
             raise AssertionError(f"{what}: expected ({3}, {4 + n_new}) ids; found shape {found.shape}")
         if not np.array_equal(found, expected):
             row, col = np.argwhere(found != expected)[0]
             raise AssertionError(f"{what}: row {row} differs from the greedy chain at position {col}: expected "
                                  f"{expected[row, col:col + 4].tolist()}, found {found[row, col:col + 4].tolist()}")
+        if not use_cache:
+            # A random model's greedy chain soon repeats one token, so the tokens alone cannot show which part of
+            # a sequence longer than the context was read: the model's calls do (the ids each was given).
+            fed = out.get("inputs") if isinstance(out.get("inputs"), list) else []
+            for k, ids in enumerate(fed[:n_new]):
+                length = 4 + k  # the sequence so far when the k-th new token is chosen
+                want = found[:, max(0, length - T):length]
+                if not (isinstance(ids, np.ndarray) and np.array_equal(ids, want)):
+                    shown = getattr(ids, "shape", type(ids).__name__)
+                    raise AssertionError(
+                        f"{what}: for new token {k + 1} (the sequence {length} tokens long) the model was given "
+                        f"{'ids of shape ' + str(shown) if isinstance(ids, np.ndarray) else shown}"
+                        f"{'' if not isinstance(ids, np.ndarray) or ids.shape != want.shape else ' other than the newest'}; "
+                        f"expected the newest min(length, block_size) = {want.shape[1]} tokens of the sequence, "
+                        f"positions {length - want.shape[1]}..{length - 1}")
+            if len(fed) < n_new:
+                raise AssertionError(f"{what}: the model was called {len(fed)} times; expected one call per new token")
     for use_cache in (True, False):
         expect_runs_elsewhere(student, fn="generate", cls="GPT", init_kwargs=GEN_MODEL, state_dict=w, args=[prompt],
                               kwargs={"n_new": 6, "temperature": 0, "use_cache": use_cache}, timeout=60,

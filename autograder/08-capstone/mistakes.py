@@ -13,7 +13,7 @@ from lmcourse.instructor.testing import Edit
 
 # The checks' names, as the student sees them.
 RMSNORM = ("RMSNorm: outputs and gradients match the reference (epsilon inside the square root, no mean subtracted; "
-           "float32 and float64, another device)")
+           "float32 and float64, another device), its gain starting at ones")
 ROPE = ("apply_rope: the same rotation as the reference (adjacent pairs, the angles positions x base^(-2i/d_head); "
         "float32 and float64; where x is)")
 SWIGLU = "SwiGLU: outputs and gradients match the reference with the same weights (SiLU on gate, times up, then down; float32 and float64)"
@@ -22,13 +22,14 @@ ATTENTION = ("GroupedQueryAttention: outputs and gradients match the reference w
 ATTENTION_CACHE = ("GroupedQueryAttention with a KVCache: a prompt, single positions and chunks give the full "
                    "forward's outputs; runs where its input is")
 LLAMA = ("Llama: logits and gradients match the reference with the same weights (pre-norm blocks, final RMSNorm, "
-         "tied output layer; float32, float64, with a KVCache)")
+         "tied output layer, the model's eps in every norm; float32, float64, with a KVCache)")
 REAL_LOGITS = ("SmolLM2's weights loaded by load_gguf_weights into your Llama: the logits equal the reference's on "
                "hidden prompts (chat, code, numbers, French)")
 REAL_CACHE = ("SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then a chunk give the logits of the "
               "whole sequence")
 GENERATE = ("generate with SmolLM2: greedy tokens are the argmax at every step, the same with the cache and without, "
-            "and generation stops after eos_id")
+            "and generation stops after eos_id; sampling follows softmax(logits / temperature), drawn with the "
+            "generator given")
 CHAT = ("chat_prompt: SmolLM2's own chat format on hidden conversations (the default system message, every turn, the "
         "assistant's turn opened)")
 PRETOKENIZE = "smollm_pretokenize: each numeric character alone, GPT-2's pattern on the text between"
@@ -74,6 +75,15 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         "self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.up(x)) * self.gate(x))",
         why="the SiLU on up"),
         (SWIGLU, REAL_LOGITS)),
+    # what every check left at its default (issue #40, class 8)
+    "RMSNorm's gain left uninitialised (torch.empty)": ("RMSNorm", Edit(
+        "nn.Parameter(torch.ones(d_model))", "nn.Parameter(torch.empty(d_model))",
+        why="whatever the memory held: a model built from scratch starts with random scales"),
+        (RMSNORM,)),
+    "Llama's final norm built without the model's eps": ("Llama", Edit(
+        "        self.norm = RMSNorm(d_model, eps)", "        self.norm = RMSNorm(d_model)",
+        why="the default 1e-5 wherever the model asks for another"),
+        (LLAMA,)),
     "output layer not tied to the token embedding": ("Llama", Edit(
         "        self.lm_head.weight = self.tok_emb.weight  # tied: one (vocab_size, d_model) matrix reads and writes "
         "tokens\n", "", why="untied"),
@@ -86,6 +96,17 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
         "        logits = model(step_input, cache) if use_cache else model(idx)\n",
         "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
+        (GENERATE,)),
+    # sampling, graded at a temperature above 0 (issue #40, class 8)
+    "generate samples with torch's global generator, not the one given": ("generate", Edit(
+        "torch.multinomial(F.softmax(last / temperature, dim=-1), 1, generator=generator)",
+        "torch.multinomial(F.softmax(last / temperature, dim=-1), 1)",
+        why="the generator argument is ignored: a seeded run cannot be repeated"),
+        (GENERATE,)),
+    "generate applies the temperature after the softmax": ("generate", Edit(
+        "torch.multinomial(F.softmax(last / temperature, dim=-1), 1, generator=generator)",
+        "torch.multinomial(F.softmax(last, dim=-1) / temperature, 1, generator=generator)",
+        why="multinomial renormalises: the temperature has no effect"),
         (GENERATE,)),
     "generate never stops at eos_id": ("generate", Edit(
         "        if eos_id is not None and next_id.item() == eos_id:\n            break\n", "", why="no stop"),
@@ -146,6 +167,12 @@ HINTS: dict[str, str] = {
         "Check where epsilon goes: it is added to the mean square, inside the square root.",
     "SwiGLU with gate and up swapped":
         "Check which projection goes through the SiLU: the gate's, which then multiplies the up projection.",
+    "RMSNorm's gain left uninitialised (torch.empty)":
+        "Check how your norm's gain starts: as ones, so that a freshly built model only rescales its vectors, "
+        "while an uninitialised tensor holds whatever was in memory.",
+    "Llama's final norm built without the model's eps":
+        "Check that every norm in your model receives the epsilon the model was built with, the final one "
+        "included, rather than its own default.",
     "output layer not tied to the token embedding":
         "Check the output layer: SmolLM2 reuses the token embedding matrix for its logits, tied.",
     "load_gguf_weights transposes the square matrices":
@@ -153,6 +180,12 @@ HINTS: dict[str, str] = {
         "not transpose a matrix whose layout already matches, even when it is square.",
     "generate ignores use_cache (the whole sequence at every step)":
         "Check what `generate` feeds the model when the cache is on: only the new token after the prompt.",
+    "generate samples with torch's global generator, not the one given":
+        "Check where your sampling draws its random numbers: the function is given a generator so that a seeded "
+        "run can be repeated exactly, and every draw should come from it.",
+    "generate applies the temperature after the softmax":
+        "Check where the temperature enters: it rescales the logits before the softmax, while scaling the "
+        "probabilities afterwards changes nothing once the draw renormalises them.",
     "generate never stops at eos_id":
         "Check that generation stops once the end-of-sequence token has been produced.",
     "chat template without the assistant's turn opened":

@@ -26,8 +26,8 @@ def _x(rng, *shape, scale=1.0, shift=0.0):
 
 
 @check(points=2, cell="test_rmsnorm", name="RMSNorm: outputs and gradients match the reference (epsilon inside the "
-                                           "square root, no mean subtracted; float32 and float64, another device)",
-       visibility="visible")
+                                           "square root, no mean subtracted; float32 and float64, another device), "
+                                           "its gain starting at ones", visibility="visible")
 def test_rmsnorm(student, reference, rng, compare):
     for shape, scale, shift, eps in (((2, 5, 16), 1.0, 3.0, 1e-5), ((3, 8), 1e-3, 0.0, 1e-5), ((4, 1, 2, 6), 1.0, 0.0, 0.1),
                                      ((1, 1), 0.5, 0.0, 1e-5)):
@@ -41,6 +41,13 @@ def test_rmsnorm(student, reference, rng, compare):
                          f"{f' around {shift}' if shift else ''}{' in float64' if dtype else ''}")
     expect_on_other_device(student, cls="RMSNorm", init_kwargs={"d_model": 8}, inputs=[_x(rng, 2, 3, 8)],
                            what="RMSNorm(8) on x (2, 3, 8)", **MODULE_RULES)
+    # every comparison above loads the gain; a freshly built norm must start as the identity's scale
+    start = student.probe("initial_weights", cls="RMSNorm", init_kwargs={"d_model": 6}, seed=0)
+    if not (isinstance(start, dict) and set(start) == {"weight"}):
+        raise AssertionError(f"RMSNorm(6): expected one parameter, weight (the gain); found "
+                             f"{sorted(start) if isinstance(start, dict) else type(start).__name__}")
+    expect_close(start["weight"], np.ones(6, dtype=np.float32), rtol=0, atol=0,
+                 what="RMSNorm(6)'s gain as built, before any training: ones (the norm then only rescales)")
 
 
 def _rope_cases(rng):
@@ -154,18 +161,19 @@ TINY = dict(vocab_size=40, d_model=12, n_layers=2, n_heads=6, n_kv_heads=2, d_ff
 
 
 @check(points=2, cell="test_llama", name="Llama: logits and gradients match the reference with the same weights "
-                                         "(pre-norm blocks, final RMSNorm, tied output layer; float32, float64, "
-                                         "with a KVCache)")
+                                         "(pre-norm blocks, final RMSNorm, tied output layer, the model's eps in every "
+                                         "norm; float32, float64, with a KVCache)")
 def test_llama(student, reference, rng, compare, rules):
     shown = "Llama(" + ", ".join(f"{k}={v}" for k, v in TINY.items()) + ")"
-    for kw in (TINY, dict(TINY, n_layers=1, n_kv_heads=6)):
+    for kw in (TINY, dict(TINY, n_layers=1, n_kv_heads=6, eps=0.1)):  # an eps every norm must be given
         w = llama_weights("Llama", kw, rng, reference)
         for B, T in ((2, 9), (1, 1)):
             ids = rng.integers(0, kw["vocab_size"], size=(B, T)).astype(np.int64)
             for dtype in (None, "float64"):
                 compare(student, cls="Llama", trusted=reference, trusted_cls="Llama", init_kwargs=kw, weights=w,
                         inputs=[ids], dtype=dtype, **(ROTATED_FLOAT64 if dtype else DECODER_FLOAT32),
-                        what=f"{shown if kw is TINY else 'Llama with 1 layer and 6 key/value heads'} on ids ({B}, {T})"
+                        what=f"{shown if kw is TINY else 'Llama with 1 layer, 6 key/value heads and eps=0.1'} on ids "
+                             f"({B}, {T})"
                              f"{' in float64' if dtype else ''}")
     w = llama_weights("Llama", TINY, rng, reference)
     ids = rng.integers(0, 40, size=(2, 10)).astype(np.int64)

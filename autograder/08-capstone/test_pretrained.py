@@ -10,9 +10,10 @@ layer: each moves the logits by whole units.
 
 Generation: greedy tokens, with and without the cache, must each be the argmax of the reference's logits at its
 step (teacher-forced over the student's own tokens, with a margin of 1e-3 for float rounding between two near-equal
-logits), and the two must agree; generation stops after eos_id. How the model is driven is checked directly from
-its calls (a forward pre-hook in the probe): with the cache, the prompt once and then one token per call, the cache
-passed each time; without it, the whole sequence at every step. A generate that ignores use_cache gives the right
+logits), and the two must agree; generation stops after eos_id. Sampling (`_expect_sampling`) runs on a small
+random Llama: the generator given decides the draws, and 1,000 first tokens follow softmax(logits / temperature).
+How the model is driven is checked directly from its calls (a forward pre-hook in the probe): with the cache, the
+prompt once and then one token per call, the cache passed each time; without it, the whole sequence at every step. A generate that ignores use_cache gives the right
 tokens and fails there.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import EOS, MODULE_RULES, SMOLLM2, encoded_prompt, trusted_logits, trusted_smollm
+from conftest import EOS, MODULE_RULES, SMOLLM2, encoded_prompt, llama_weights, trusted_logits, trusted_smollm
 from lmcourse.grading.checks import check, expect_close
 
 PROMPTS = (
@@ -106,9 +107,82 @@ def _expect_greedy(reference, tokens, start, what):
                                  f"logits)")
 
 
+# Sampling, on a small random Llama (thousands of draws of SmolLM2 would take minutes): the first new token's
+# distribution at temperature 0.5 against softmax(logits / 0.5) of the reference with the same weights (a temperature applied after the
+# softmax, so of no effect: chi-square p = 0 at a total variation of 0.34, 2,000 draws).
+SAMPLER = dict(vocab_size=24, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=24, rope_base=50.0, eps=1e-5)
+TEMPERATURE = 0.5
+DRAWS = 1000
+P_FAIL = 1e-6  # a chi-square p-value below it fails: a correct sampler fails once in a million grades
+MIN_GAP = 0.15  # total variation between the right distribution and the temperature-ignored one, at least
+
+
+def _probabilities(reference, w, ids, temperature):
+    import torch
+
+    model = reference.Llama(**SAMPLER)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+    with torch.no_grad():
+        last = model.eval()(torch.from_numpy(ids))[0, -1].double()
+    return torch.softmax(last / temperature, dim=-1).numpy()
+
+
+def _expect_sampling(student, reference, rng):
+    """generate(..., temperature=0.5, generator=g) on a small random Llama: the generator decides (the same seed
+    draws the same tokens, another seed others, whatever torch's global seed), and 1,000 first tokens follow
+    softmax(logits / temperature) (chi-square on the tokens expected at least 5 times, the rest pooled). The
+    prompt and weights are drawn until the temperature moves the distribution by a total variation of at least
+    0.15, so a temperature applied after the softmax (no effect) or ignored cannot pass by luck."""
+    from scipy import stats
+
+    for _ in range(50):
+        w = llama_weights("Llama", SAMPLER, rng, reference)
+        ids = rng.integers(0, SAMPLER["vocab_size"], size=(1, 5)).astype(np.int64)
+        expected = _probabilities(reference, w, ids, TEMPERATURE)
+        if 0.5 * np.abs(expected - _probabilities(reference, w, ids, 1.0)).sum() >= MIN_GAP and expected.max() < 0.9:
+            break
+    what = (f"generate(a random Llama(vocab_size={SAMPLER['vocab_size']}, ...), a prompt of 5 tokens, 1, "
+            f"temperature={TEMPERATURE}, generator=...)")
+    kw = dict(fn="generate", cls="Llama", init_kwargs=SAMPLER, state_dict=w, args=[ids, 1],
+              kwargs={"temperature": TEMPERATURE}, timeout=120, **MODULE_RULES)
+    runs = student.probe("call_with_generators", seeds=[7, 7, 8], repeat=40, **kw)
+    first = []
+    for run in runs if isinstance(runs, list) and len(runs) == 3 else []:
+        tokens = [np.asarray(t) for t in run] if isinstance(run, list) else []
+        if len(tokens) != 40 or any(t.shape != (1, 6) or t.dtype.kind not in "iu" for t in tokens):
+            break
+        first.append([int(t[0, -1]) for t in tokens])
+    if len(first) != 3:
+        raise AssertionError(f"{what}: expected a (1, 6) tensor of token ids from each call")
+    if first[0] != first[1]:
+        raise AssertionError(f"{what}: two runs with generators of the same seed drew different tokens; draw every "
+                             "random number from the generator given (torch.multinomial(..., generator=generator))")
+    if first[0] == first[2]:
+        raise AssertionError(f"{what}: generators of two different seeds drew the same 40 tokens; draw every random "
+                             "number from the generator given, not from torch's global one")
+    runs = student.probe("call_with_generators", seeds=[11], repeat=DRAWS, **kw)
+    drawn = np.array([int(np.asarray(t)[0, -1]) for t in runs[0]]) if isinstance(runs, list) and runs and \
+        isinstance(runs[0], list) and len(runs[0]) == DRAWS else None
+    if drawn is None or drawn.min() < 0 or drawn.max() >= SAMPLER["vocab_size"]:
+        raise AssertionError(f"{what}: the grader could not read {DRAWS} draws of token ids")
+    counts = np.bincount(drawn, minlength=SAMPLER["vocab_size"]).astype(np.float64)
+    common = DRAWS * expected >= 5
+    observed = np.append(counts[common], counts[~common].sum())
+    wanted = np.append(DRAWS * expected[common], DRAWS * expected[~common].sum())
+    keep = wanted > 0
+    p_value = stats.chisquare(observed[keep], wanted[keep]).pvalue
+    if p_value < P_FAIL:
+        tv = 0.5 * np.abs(counts / DRAWS - expected).sum()
+        raise AssertionError(f"{what}: {DRAWS} first tokens do not follow softmax(logits / temperature) (chi-square p = "
+                             f"{p_value:.1e}, total variation {tv:.3f}); divide the last position's logits by the "
+                             "temperature, then take the softmax, then draw")
+
+
 @check(points=2, cell="test_generate", name="generate with SmolLM2: greedy tokens are the argmax at every step, the "
-                                            "same with the cache and without, and generation stops after eos_id")
-def test_generate(student, reference):
+                                            "same with the cache and without, and generation stops after eos_id; "
+                                            "sampling follows softmax(logits / temperature), drawn with the "
+                                            "generator given")
+def test_generate(student, reference, rng):
     trusted_smollm(reference)  # the trusted side first: its failure is the grader's, never a 0
     ids = _ids(encoded_prompt(PROMPTS[0]))
     n, T = 10, ids.shape[1]
@@ -145,3 +219,4 @@ def test_generate(student, reference):
     answer = _generated(student, ids, 40, temperature=0.0, eos_id=EOS)
     if answer.shape[1] < ids.shape[1] + 40 and int(answer[0, -1]) != EOS:
         raise AssertionError(f"generate(..., eos_id={EOS}): it stopped before 40 tokens without ending on eos_id")
+    _expect_sampling(student, reference, rng)
