@@ -100,7 +100,9 @@ class TestUnit08Capstone(UnitContract):
     SYMPTOMS = {"generate samples with torch's global generator, not the one given": "draw every random number",
                 "generate applies the temperature after the softmax": "do not follow softmax(logits / temperature)",
                 "RMSNorm's gain left uninitialised (torch.empty)": "gain as built",
-                "Llama's final norm built without the model's eps": "eps=0.1"}
+                "Llama's final norm built without the model's eps": "eps=0.1",
+                "GPT-2's pattern first, then the digits split out": "smollm_pretokenize('a  2')",
+                "chat_prompt strips each message": "indented question?  "}
 
 
 def test_answers_built_on_the_course_references_earn_nothing(tmp_path):

@@ -18,7 +18,7 @@ WORDPIECE = ("wordpiece_tokenize: the ids equal the reference tokenizer's on Min
 MASK_STRUCTURE = ("mask_tokens: labels, unselected positions, special positions and random replacements as "
                   "specified; the generator decides; it runs where ids are")
 MASK_STATS = ("mask_tokens: on 200,000 positions, 15% selected and of those 80% [MASK], 10% random, 10% unchanged, "
-              "independent of token and position; random ids uniform over the non-special vocabulary")
+              "independent of token, position and row; random ids uniform over the non-special vocabulary")
 LAYER = ("BertLayer: outputs and gradients match the reference with the same weights (post-norm, exact GELU, "
          "padding mask; float32 and float64)")
 EMBED = ("BertModel.embed: token + position + segment embeddings and their LayerNorm match the reference with the "
@@ -101,6 +101,13 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
     "mask_tokens: 80% [MASK], 20% random, none unchanged": ("mask_tokens", Edit(
         "    swap = selected & (outcome >= 0.8) & (outcome < 0.9)\n", "    swap = selected & (outcome >= 0.8)\n",
         why="no position left as it was"),
+        (MASK_STATS,)),
+    # the joint statistics across rows (issue #40, class 10)
+    "mask_tokens draws one selection pattern for the whole batch": ("mask_tokens", Edit(
+        "    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
+        "    selected = (torch.rand(ids.shape[-1], generator=generator) < p).to(ids.device) & selectable  # (T,) "
+        "broadcast\n",
+        why="every row masked at the same positions: each position's rate is right, the rows are not independent"),
         (MASK_STATS,)),
     "mask_tokens ignores the generator it is given": ("mask_tokens", [
         Edit("    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
@@ -214,6 +221,9 @@ HINTS: dict[str, str] = {
     "mask_tokens: 80% [MASK], 20% random, none unchanged":
         "Check whether any selected positions keep their own token: BERT leaves one in ten as it was, so the "
         "model cannot assume that every visible token is right and must learn a useful representation for each.",
+    "mask_tokens draws one selection pattern for the whole batch":
+        "Check the shape of your random draw for the selection: every position of every row needs a number of "
+        "its own, or all the rows of a batch are masked at the same places.",
     "mask_tokens ignores the generator it is given":
         "Check that every random draw in your masking uses the generator passed in, not PyTorch's global one: "
         "the same generator state must give the same masking, which is what makes an experiment reproducible.",

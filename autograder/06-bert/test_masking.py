@@ -13,7 +13,7 @@ test is a z-test at |z| <= 6, so an implementation that follows the spec fails o
 random, 10% unchanged (HF's TensorFlow collator's 2% random, huggingface/transformers#32329, and an
 80/20 split without "unchanged" both fail). Jointly: the selection rate is the same for frequent and rare
 tokens and in the first quarter of the rows and the rest (a rule such as "the first 15% of each row" fails),
-neighbours' selections are uncorrelated, and the random replacements are uniform over the non-special
+neighbours' selections are uncorrelated, within a row and across rows (one pattern for the whole batch fails), and the random replacements are uniform over the non-special
 vocabulary (a chi-square test over 16 bins, false-alarm rate below 1e-8), which also fails replacements
 copied from elsewhere in the batch. Selecting exactly round(0.15 n) of each row passes every test.
 """
@@ -146,8 +146,8 @@ def _same_rate(hits, a, b, *, what: str, groups: tuple[str, str], rule: str) -> 
 
 
 @check(points=2, cell="test_mask_tokens", name="mask_tokens: on 200,000 positions, 15% selected and of those "
-                                              "80% [MASK], 10% random, 10% unchanged, independent of token and "
-                                              "position; random ids uniform over the non-special vocabulary")
+                                              "80% [MASK], 10% random, 10% unchanged, independent of token, "
+                                              "position and row; random ids uniform over the non-special vocabulary")
 def test_mask_statistics(student, rng):
     special = minilm.special_ids()
     specials = sorted(set(special.values()))  # the five special ids
@@ -184,6 +184,19 @@ def test_mask_statistics(student, rng):
     if failures:
         raise AssertionError(f"{what}: " + "; ".join(failures))
 
+    # joint: rows independent of each other, first (one pattern drawn for the whole batch and broadcast over
+    # its rows has every rate right, and would otherwise show only as a position effect, misnamed): the same
+    # position of two rows both selected at p^2, over disjoint pairs of rows (0 and 1, 2 and 3, ...), so that the
+    # pairs are independent of each other and the z-test's variance is exact
+    across = selectable[0::2] & selectable[1::2]
+    both = int((selected[0::2] & selected[1::2] & across).sum())
+    m = int(across.sum())
+    p = k / n
+    z = (both / m - p * p) / math.sqrt(p * p * (1 - p * p) / m)
+    if not abs(z) <= Z:
+        raise AssertionError(f"{what}: {both / m:.4f} of the positions were selected in both rows of a pair of "
+                             f"rows; independent rows give {p * p:.4f} (z = {z:+.1f}): draw every row's selection "
+                             "on its own")
     # joint: selection independent of the token (frequent vs rare ids) and of the position
     frequent = selectable & (ids < 2006)  # the ten most frequent ids: about 30% of the tokens
     _same_rate(selected, frequent, selectable & ~frequent, what=what,

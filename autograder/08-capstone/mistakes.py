@@ -124,6 +124,18 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
         '    pieces = regex.split(r"(\\p{N})", text)  # odd places: one numeric character each\n',
         "    pieces = [text]\n", why="no digit split"),
         (PRETOKENIZE, ENCODE)),
+    # inputs that exercise the bug (issue #40, class 10)
+    "GPT-2's pattern first, then the digits split out": ("smollm_pretokenize", Edit(
+        '    pieces = regex.split(r"(\\p{N})", text)  # odd places: one numeric character each\n'
+        '    return [token for k, piece in enumerate(pieces) if piece\n'
+        '            for token in ([piece] if k % 2 else pretokenize(piece))]',
+        '    return [part for token in pretokenize(text) for part in regex.split(r"(\\p{N})", token) if part]',
+        why="a whitespace run before a digit is cut as GPT-2 cuts it, one space short"),
+        (PRETOKENIZE, ENCODE)),
+    "chat_prompt strips each message": ("chat_prompt", Edit(
+        "\\n{m['content']}<|im_end|>", "\\n{m['content'].strip()}<|im_end|>",
+        why="leading and trailing whitespace lost: the model was tuned on the text as written"),
+        (CHAT,)),
     "only the digits 0-9 split apart (not every numeric character)": ("smollm_pretokenize", Edit(
         'regex.split(r"(\\p{N})", text)', 'regex.split(r"([0-9])", text)', why="ASCII digits"),
         (PRETOKENIZE, ENCODE)),
@@ -195,6 +207,12 @@ HINTS: dict[str, str] = {
     "SmolLM2's digit rule forgotten (GPT-2's pre-tokenizer alone)":
         "Check how numbers are split before the merges: SmolLM2 puts each digit in a pre-token of its own, "
         "before GPT-2's pattern runs on the rest.",
+    "GPT-2's pattern first, then the digits split out":
+        "Check the order of your pre-tokenizer's two steps: the numeric characters are split out first, and "
+        "GPT-2's pattern then runs on the text between them, which keeps a run of spaces before a number whole.",
+    "chat_prompt strips each message":
+        "Check that every message goes into the template exactly as written: its leading and trailing "
+        "whitespace is part of the conversation the model sees.",
     "only the digits 0-9 split apart (not every numeric character)":
         "Check which characters count as digits for the split: every numeric character in Unicode, not only "
         "the ten ASCII ones.",

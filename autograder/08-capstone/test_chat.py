@@ -4,8 +4,10 @@ student's SmolLM2 pre-tokenizer against the reference, and the student's encoder
 tokens, renumbered into SmolLM2's vocabulary, against the real tokenizer rebuilt from the file.
 
 The texts hold what separates SmolLM2's tokenizer from GPT-2's: numbers (every digit apart, and numerics beyond
-0-9 such as ², ½ and Arabic-Indic digits, where forgetting the rule changes the ids), a space before a number, code
-and whitespace runs, other scripts, emoji, contractions, the chat's special tokens.
+0-9 such as ², ½ and Arabic-Indic digits, where forgetting the rule changes the ids), a space before a number and
+a run of whitespace before one (where GPT-2's pattern run before the digit split cuts the run in two), code and
+whitespace runs, other scripts, emoji, contractions, the chat's special tokens. Conversations include messages
+with leading and trailing whitespace and blank lines, which the template keeps as they are.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ CONVERSATIONS = (
     [{"role": "user", "content": ""}],
     [{"role": "system", "content": "Réponds en français."}, {"role": "user", "content": "¿Qué hora es? 🕒"},
      {"role": "assistant", "content": "Il est 3 h."}],
+    # whitespace the template keeps as it is (a template that strips messages passed every conversation above)
+    [{"role": "user", "content": "  indented question?  \n"}, {"role": "assistant", "content": "\nAn answer.\n\n"},
+     {"role": "user", "content": " and again "}],
 )
 
 TEXTS = (
@@ -29,6 +34,8 @@ TEXTS = (
     "def f(x):\n    return x ** 2  # square\n\n\n", "naïve café 日本語 🙂👍🏽 Ελληνικά русский", "I'm they'll WE'VE it's",
     "   leading spaces and trailing   ", "#include <stdio.h>\n## Heading", "<|im_start|>user\nWhat is 2+2?<|im_end|>\n",
     "<|endoftext|><|im_start|>assistant\n3.14159<|im_end|>", "", " ", "1,000,000.00 $5 €3",
+    # whitespace runs before a number: GPT-2's pattern run first splits them differently (issue #40, class 10)
+    "a  2", "line\n\n3 items", "x =  7.5", "total:   100%", "items\n 4",
 )
 
 
