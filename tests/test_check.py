@@ -316,6 +316,9 @@ CAUGHT_BY_A_VISIBLE_CHECK = {
     "train_gpt with Adam's L2 weight decay, not AdamW's",
     "train_gpt with AdamW's default betas",
     "train_gpt ignores its weight_decay argument",
+    # 07's batches drawn from torch's global generator: its visible step-by-step check compares them with the
+    # seeded generator's
+    "train_gpt draws its batches from torch's global generator",
     # 08's pre-tokenizer with its steps swapped: a visible check's texts hold whitespace runs before numbers
     "GPT-2's pattern first, then the digits split out",
 }

@@ -104,7 +104,8 @@ class TestUnit07Gpt(UnitContract):
                 "train_gpt with AdamW's default betas": "betas are (0.9, 0.999)",
                 "train_gpt ignores its weight_decay argument": "weight_decay is 0.01",
                 "train_gpt returns the model in training mode": "returned the model in training mode",
-                "generate crops to the oldest block_size tokens": "expected the newest"}
+                "generate crops to the oldest block_size tokens": "expected the newest",
+                "train_gpt draws its batches from torch's global generator": "draw every batch from that generator"}
     RUN_DEMOS = False  # the last demo is the CPU tier (about two minutes on one core)
 
     def test_the_training_run_records_its_verified_loss(self, solution_result):

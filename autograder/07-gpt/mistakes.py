@@ -48,8 +48,8 @@ SAMPLE = ("sample_next: on 20,000 rows, each draw follows the filtered softmax (
 KV = ("GPT with a KVCache: a prompt, then single tokens, then chunks give the logits of the full forward; a ValueError "
       "past block_size")
 TRAINING_STEPS = ("train_gpt, step by step: the warm-up + cosine learning rate of every step, every gradient clipped "
-                  "to clip, batches of windows of the stream, one AdamW (betas, weight decay) updating the weights, the model "
-                  "returned in eval mode")
+                  "to clip, the batches of the seeded generator, one AdamW (betas, weight decay) updating the weights, "
+                  "the model returned in eval mode")
 TRAINING = ("train_gpt: a GPT trained on TinyShakespeare's characters reaches the validation loss threshold (computed "
             "by the grader)")
 GENERATE = ("generate: greedy tokens equal the reference's with the same weights, with the cache and without it "
@@ -334,6 +334,11 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "train_gpt ignores its weight_decay argument": ("train_gpt", Edit(
         ", weight_decay=weight_decay)", ")", why="AdamW's default decay, 0.01"),
         (TRAINING_STEPS,)),
+    # the configuration a threshold cannot see (issue #40, class 9)
+    "train_gpt draws its batches from torch's global generator": ("train_gpt", Edit(
+        "get_batch(train_ids, batch_size, block_size, generator)", "get_batch(train_ids, batch_size, block_size)",
+        why="windows all the same, but not the run the seed fixes"),
+        (TRAINING_STEPS,)),
     # cropping past the context, on a greedy chain that keeps moving (issue #40, class 8)
     "generate crops to the oldest block_size tokens": ("generate", Edit(
         "            logits = model(idx[:, -model.block_size:])", "            logits = model(idx[:, :model.block_size])",
@@ -469,6 +474,9 @@ HINTS: dict[str, str] = {
     "train_gpt ignores its weight_decay argument":
         "Check that your training function passes on every setting it is called with: the weight decay, too, "
         "is an argument, and the optimiser's own default is another value.",
+    "train_gpt draws its batches from torch's global generator":
+        "Check where your batches' random windows come from: the specification makes a generator of their own, "
+        "seeded once, so that a run can be repeated batch for batch.",
     "generate crops to the oldest block_size tokens":
         "Check which tokens your model reads once the sequence is longer than its context: the newest ones, "
         "since the next token depends on what came just before it.",

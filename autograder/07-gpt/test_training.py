@@ -4,7 +4,7 @@ Step by step (`train_and_trace`, a tiny GPT on a random stream of 60 tokens, 12 
 learning rate every optimiser step used equals the schedule (linear warm-up, then cosine from lr to min_lr), the
 gradient every step received has a global norm of at most `clip` (set below every step's unclipped norm, so
 each step must clip), there are exactly `steps` steps, and every training batch is made of windows of the
-stream. What the final loss cannot see: a schedule off by one step, or no clipping, reach the threshold.
+stream, exactly those get_batch draws from the instructions' generator (torch.Generator().manual_seed(seed)). What the final loss cannot see: a schedule off by one step, or no clipping, reach the threshold.
 
 The training run follows the contract of every graded training run (`lmcourse.grading.training`): the
 character ids of the training and the validation text relabelled by a secret permutation, fresh for every
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from conftest import GPT_RULES
-from lmcourse.data import shakespeare_characters
+from lmcourse.data import get_batch, shakespeare_characters
 from lmcourse.grading import training
 from lmcourse.grading.checks import check
 from lmcourse.grading.optimizer import OptimizerSpec, check_optimizer
@@ -68,7 +68,8 @@ ADAMW = OptimizerSpec(kind="AdamW", betas=(0.9, 0.99), weight_decay=TRACE["weigh
 
 
 @check(points=2, cell="test_training", name="train_gpt, step by step: the warm-up + cosine learning rate of every "
-                                            "step, every gradient clipped to clip, batches of windows of the stream, "
+                                            "step, every gradient clipped to clip, the batches of the seeded "
+                                            "generator, "
                                             "one AdamW (betas, weight decay) updating the weights, the model "
                                             "returned in eval mode",
        visibility="visible")
@@ -108,6 +109,16 @@ def test_training_steps(student, rng):
                 any(tuple(int(t) for t in row) not in windows for row in idx):
             raise AssertionError(f"{what}: step {s}'s batch is not {TRACE['batch_size']} windows of "
                                  f"{TRACE['block_size']} tokens of the stream (get_batch); found shape {idx.shape}")
+    # The instructions fix the batches exactly: one get_batch per step, from a generator of its own seeded with
+    # `seed` (windows drawn from torch's global generator are windows too, and reach the threshold, but a run
+    # can no longer be repeated batch for batch when anything else draws from it).
+    generator = torch.Generator().manual_seed(TRACE["seed"])
+    for s, call in enumerate(calls):
+        expected, _ = get_batch(torch.as_tensor(stream), TRACE["batch_size"], TRACE["block_size"], generator)
+        if not np.array_equal(np.asarray(call.get("args", {}).get("idx")), expected.numpy()):
+            raise AssertionError(f"{what}: step {s}'s batch is not the one get_batch draws with the instructions' "
+                                 f"generator (torch.Generator().manual_seed(seed), made once, one get_batch per step, "
+                                 "nothing else drawing from it): draw every batch from that generator")
     check_optimizer(out, ADAMW, steps=TRACE["steps"], what=what)
     training.check_returned_for_use(out, what=what, fn="train_gpt")
 
