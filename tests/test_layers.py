@@ -25,7 +25,7 @@ INSIDE = "lmcourse.grading.sandbox.inside"
 # Every module of the grader, top-down, as `lmcourse.grading`'s docstring lists them.
 LAYOUT = ["lmcourse.grading." + m for m in (
     "cli", "runner", "causes", "report", "result", "signatures", "bounded", "notebook", "plugin", "rules", "seq2seq",
-    "compare", "training", "layers", "checks", "replay", "sandbox", "sandbox.inside", "kinds")]
+    "compare", "training", "optimizer", "layers", "checks", "replay", "sandbox", "sandbox.inside", "kinds")]
 # `lmcourse.instructor`'s modules, as its docstring lists them (publishing, then grading a cohort top-down).
 INSTRUCTOR = ["lmcourse.instructor." + m for m in (
     "book", "slides", "lecture", "notes", "release", "leaks", "publish",

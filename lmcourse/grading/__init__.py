@@ -28,6 +28,7 @@ The path of a submission, top-down; no module imports one above it
     seq2seq     greedy decoding and the training loop step by step, for the encoder-decoder units
     compare     a student's module against a trusted one, same weights
     training    the contract of a graded training run
+    optimizer   the optimiser of a training loop, followed step by step (settings, state, every update)
     layers      PyTorch's own layers (recurrent, attention) behind the assignments' interfaces
     checks      what a hidden check is made of (``check``, ``expect_*``)
     replay      the solution's answers recorded, for the student edition's visible checks
