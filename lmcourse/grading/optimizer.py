@@ -130,7 +130,8 @@ def check_settings(out: Any, spec: OptimizerSpec, *, steps: int, what: str) -> N
                 if not _same(found, expected):
                     default = " (Adam's defaults)" if key in ("betas", "eps") and \
                         _same(found, {"betas": (0.9, 0.999), "eps": 1e-8}[key]) else ""
-                    raise AssertionError(f"{name} {key} {'are' if key == 'betas' else 'is'} {_shown(found)}{default}; the instructions give "
+                    verb = "are" if key == "betas" else "is"
+                    raise AssertionError(f"{name} {key} {verb} {_shown(found)}{default}; the instructions give "
                                          f"{key}={_shown(expected)} ({spec.said})")
             if spec.check_rates:
                 expected, found = float(spec.rate(j)), group.get("lr")
