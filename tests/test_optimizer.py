@@ -9,34 +9,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
 
 from lmcourse.grading import runner
-from lmcourse.grading.optimizer import UPDATE_TOL, OptimizerSpec, _relative, _run_spec, check_optimizer, \
-    check_settings
+from lmcourse.grading.optimizer import UPDATE_TOL, OptimizerSpec, _fresh, _relative, _rounding, _run_spec, \
+    check_optimizer, check_settings, check_trains_every_parameter
 from lmcourse.grading.sandbox.inside import probes
+from lmcourse.instructor import testing
 from booksite import ROOT
 
 
 def _checks(aid: str, name: str):
     """A unit's check module, imported as the grader does (its folder on the path for its conftest)."""
-    folder = ROOT / "autograder" / aid
-    sys.path.insert(0, str(folder))
-    saved = sys.modules.pop("conftest", None)
-    try:
-        spec = importlib.util.spec_from_file_location(f"checks_{aid.replace('-', '_')}_{name}", folder / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(folder))
-        sys.modules.pop("conftest", None)
-        if saved is not None:
-            sys.modules["conftest"] = saved
+    return testing.check_module(ROOT, aid, name)
 
 
 def _trace(aid: str, seed: int):
@@ -63,6 +50,12 @@ def _trace(aid: str, seed: int):
         spec = OptimizerSpec(kind="Adam", rate=lambda j: t["lr"] * min(1.0, (j + 1) / t["warmup"]),
                              betas=(0.9, 0.98), eps=1e-9, said="Adam(betas=(0.9, 0.98), eps=1e-9)")
         return out, spec, t["steps"]
+    if aid == "06-bert":  # fine-tuning: two parameter groups with rates of their own
+        m = _checks(aid, "test_training")
+        config, _ = m.fine_tune_trace(reference, np.random.default_rng(seed))
+        out = probes.run_local("train_and_trace", reference, fn="fine_tune", cls="BertClassifier", config=config,
+                               seed=0, gradients=True)
+        return out, m.FT_SPEC, m.FT_TRACE["steps"]
     m = _checks(aid, "test_training")
     stream = np.random.default_rng(seed).integers(0, m.TRACE["vocab_size"], size=m.TRACE_TOKENS).astype(np.int64)
     out = probes.run_local("train_and_trace", reference, fn="train_gpt", cls="GPT",
@@ -70,12 +63,13 @@ def _trace(aid: str, seed: int):
     return out, dataclasses.replace(m.ADAMW, check_rates=True), m.TRACE["steps"]
 
 
-UNITS = ("03-rnnlm", "04-attention", "05-transformer", "07-gpt")
+UNITS = ("03-rnnlm", "04-attention", "05-transformer", "06-bert", "07-gpt")
 
 
 def _errors(out, spec, steps) -> list[float]:
-    return [_relative(recorded, expected)[0] for _, expected, recorded in _run_spec(spec, out["moves"],
-                                                                                  out["gradients"], steps)]
+    """Each step's error as check_updates measures it (the stored weights' rounding forgiven)."""
+    return [_relative(recorded, expected, _rounding(out["moves"][j]))[0]
+            for j, expected, recorded in _run_spec(spec, out["moves"], out["gradients"], steps)]
 
 
 @pytest.fixture(scope="module")
@@ -104,19 +98,12 @@ def test_an_update_off_by_a_percent_fails_and_says_how_far(traces, aid):
 def _restarted(out, spec, steps):
     """The record of the same run had its optimiser been made anew at every step (each step's update from
     a fresh optimiser's state, the weights and gradients as recorded) and its state counted again."""
-    import torch
-
     out = copy.deepcopy(out)
     for j in range(steps):
-        move, grads = out["moves"][j], out["gradients"][j]
-        params = {n: torch.tensor(p[0].astype(np.float64), requires_grad=True) for n, p in move.items()}
-        opt = getattr(torch.optim, spec.kind)(list(params.values()), lr=spec.rate(j), betas=spec.betas,
-                                              eps=spec.eps, weight_decay=spec.weight_decay)
-        for n, p in params.items():
-            p.grad = None if grads.get(n) is None else torch.from_numpy(grads[n].astype(np.float64))
-        opt.step()
-        for n, p in params.items():
-            move[n][1] = p.detach().numpy().astype(move[n][0].dtype)
+        move = out["moves"][j]
+        change = _fresh(spec, move, out["gradients"][j], spec.rate(j), j)
+        for n, (before, _) in move.items():
+            move[n][1] = (before.astype(np.float64) + change[n]).astype(before.dtype)
     return out
 
 
@@ -197,3 +184,44 @@ def test_a_record_the_grader_cannot_read_is_a_failure_not_a_crash(traces):
     nan["moves"][1][name][1] = nan["moves"][1][name][1] * np.nan
     with pytest.raises(AssertionError, match="NaN or infinite"):
         check_optimizer(nan, spec, steps=steps, what="04")
+
+
+def test_groups_with_rates_of_their_own(traces):
+    """06's fine-tuning: the encoder at lr, the head at head_lr. The reference passes (above); one group for
+    everything, or the two rates swapped, is named; and the grader's own updates use each group's rate."""
+    out, spec, steps = traces["06-bert", 0]
+    assert len(out["optimizers"][0]["groups"]) == 2
+    merged = copy.deepcopy(out)
+    for record in merged["optimizers"]:
+        first, second = record["groups"]
+        first["params"] = first["params"] + second["params"]
+        record["groups"] = [first]
+    with pytest.raises(AssertionError, match="parameters mix head_lr .* and lr .*: the instructions give each its own"):
+        check_settings(merged, spec, steps=steps, what="06")
+    swapped = copy.deepcopy(out)
+    for record in swapped["optimizers"]:
+        a, b = record["groups"]
+        a["lr"], b["lr"] = b["lr"], a["lr"]
+    with pytest.raises(AssertionError, match=r"group 0 learning rate was .*; the call asked for lr \(warmed up"):
+        check_settings(swapped, spec, steps=steps, what="06")
+    # the update from the gradients received, with one rate (the encoder's) for the head too, is off
+    assert min(_errors(out, dataclasses.replace(spec, groups=()), steps)) > 10 * UPDATE_TOL
+
+
+def test_a_frozen_parameter_is_named(traces):
+    out, spec, steps = traces["06-bert", 0]
+    names = [n for n in out["moves"][0]]
+    check_trains_every_parameter(out, names, steps=steps, what="06")
+    frozen = copy.deepcopy(out)  # the encoder frozen: its parameters in the optimiser, without a gradient
+    for grads in frozen["gradients"]:
+        for n in grads:
+            if n.startswith("bert."):
+                grads[n] = None
+    with pytest.raises(AssertionError, match=r"step 0: \d+ of the model's \d+ parameters received no gradient "
+                                             r"\(bert\."):
+        check_trains_every_parameter(frozen, names, steps=steps, what="06")
+    head_only = copy.deepcopy(out)  # only the head given to the optimiser
+    for record in head_only["optimizers"]:
+        record["groups"] = record["groups"][1:]
+    with pytest.raises(AssertionError, match="the optimiser does not hold .* every parameter trains, none is frozen"):
+        check_trains_every_parameter(head_only, names, steps=steps, what="06")

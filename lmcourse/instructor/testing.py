@@ -117,3 +117,39 @@ def submission_from_solution(root: Path, assignment_id: str, dest_dir: Path,
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(release, dest)
     return dest
+
+
+def check_module(root: Path, assignment_id: str, name: str):
+    """One of a unit's check files (``autograder/<id>/<name>.py``), imported as the grader imports it: its
+    folder first on the path, for its ``conftest``. For the course's own tests, which read a check's constants
+    or its decorators; a ``conftest`` imported before is put back afterwards."""
+    import importlib.util
+    import sys
+
+    folder = Path(root) / "autograder" / assignment_id
+    sys.path.insert(0, str(folder))
+    saved = sys.modules.pop("conftest", None)
+    try:
+        spec = importlib.util.spec_from_file_location(f"checks_{assignment_id.replace('-', '_')}_{name}",
+                                                      folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("conftest", None)
+        if saved is not None:
+            sys.modules["conftest"] = saved
+
+
+def check_infos(root: Path, assignment_id: str) -> list:
+    """Every check of a unit, as the `checks.CheckInfo` its decorator gives (name, points, cell, visibility),
+    in file and definition order."""
+    from lmcourse.grading.checks import info_of
+
+    folder = Path(root) / "autograder" / assignment_id
+    found = []
+    for path in sorted(folder.glob("test_*.py")):
+        module = check_module(root, assignment_id, path.stem)
+        found += [info for info in map(info_of, vars(module).values()) if info is not None]
+    return found

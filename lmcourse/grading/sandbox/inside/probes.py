@@ -656,7 +656,8 @@ def call_many(module, *, fn: str, each, common=None):
 @probe
 @refusing_builtins
 def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), keyword: str = "generator",
-                         cls: str | None = None, init_kwargs=None, state_dict=None, repeat: int = 1):
+                         cls: str | None = None, init_kwargs=None, state_dict=None, repeat: int = 1,
+                         same_inputs: bool = False):
     """``[fn(*args, **kwargs, generator=torch.Generator().manual_seed(s)) for s in seeds]``: a function that
     draws its randomness from a ``torch.Generator`` it is given (BERT's masking), once per seed.
 
@@ -667,6 +668,9 @@ def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), k
     cls: a model first, ``fn(model, *args, ...)`` (``generate(model, idx, ...)``): ``module.<cls>(**init_kwargs)``
     with `state_dict`, in eval mode, built once. repeat: how many calls per seed, one generator carried through
     them (so many draws in one round trip); each seed's entry is then the list of its calls' results.
+    same_inputs=True: the arguments become tensors once and every call gets those same tensors (a function that
+    modifies its input in place then changes what the next call reads); returns ``{"results": the list above,
+    "inputs_after": the arguments as they are after the last call}``.
     """
     torch = _torch()
     f = _get(module, fn, "function")
@@ -674,12 +678,17 @@ def call_with_generators(module, *, fn: str, args=(), kwargs=None, seeds=(0,), k
         raise ProbeUsageError("repeat must be an int in 1..10000")
     first = [] if cls is None else [_for_use(instantiate(module, cls, init_kwargs, state_dict, 0))]
     out = []
+    given = (to_tensor(list(args or ())), to_tensor(dict(kwargs or {}))) if same_inputs else None
     for s in list(seeds):
         seed_everything(0)
         generator = torch.Generator().manual_seed(int(s))
-        calls = [f(*first, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})), **{keyword: generator})
-                 for _ in range(repeat)]
+        calls = []
+        for _ in range(repeat):
+            a, kw = given if same_inputs else (to_tensor(list(args or ())), to_tensor(dict(kwargs or {})))
+            calls.append(f(*first, *a, **kw, **{keyword: generator}))
         out.append(calls[0] if repeat == 1 else calls)
+    if same_inputs:
+        return {"results": out, "inputs_after": [to_array(a) if isinstance(a, torch.Tensor) else a for a in given[0]]}
     return out
 
 
@@ -1187,6 +1196,30 @@ def pretrained(module, *, cls: str, init_kwargs=None, load_fn: str = "load_gguf_
     return {"logits": to_array(logits)}
 
 
+@probe
+@refusing_builtins
+def load_named_tensors(module, *, fn: str, cls: str, init_kwargs=None, tensors=None, seed: int | None = 0):
+    """``fn(model, tensors)`` with ``model = module.<cls>(**init_kwargs)`` (seeded) and ``tensors`` a new dict of
+    name -> tensor, without gradients (as `pretrained` loads): a loader of named weights, on any set of names.
+
+    Returns ``{"raised": the exception's type name or None, "message": its text, "returned_model": whether it
+    returned the model it was given, "state": {parameter name: array} of the model afterwards}``: a check may
+    hand over a set with a tensor missing, one too many or one of the wrong shape and expect a ValueError.
+    Everything is untrusted."""
+    torch = _torch()
+    loader = _get(module, fn, "function")
+    model = instantiate(module, cls, init_kwargs, None, seed)
+    given = {str(name): to_tensor(value) for name, value in dict(tensors or {}).items()}
+    raised = message = returned = None
+    with torch.no_grad():
+        try:
+            returned = loader(model, given)
+        except Exception as exc:  # reported: a check decides whether this error was the one asked for
+            raised, message = type(exc).__name__, _message(exc)
+    state = {name: to_array(p.detach()) for name, p in model.named_parameters()}
+    return {"raised": raised, "message": message, "returned_model": returned is model, "state": state}
+
+
 def _traced(value):
     """What `train_and_trace` records of an argument: tensors as arrays, containers as lists, None as None,
     anything else by its type's name."""
@@ -1509,7 +1542,6 @@ def run_test_cell(module, *, source: str, cell: str):
     the student and nothing scores it.
     """
     import ast
-    import sys
     import traceback
 
     if not isinstance(source, str) or not isinstance(cell, str):
