@@ -102,7 +102,10 @@ class TestUnit08Capstone(UnitContract):
                 "RMSNorm's gain left uninitialised (torch.empty)": "gain as built",
                 "Llama's final norm built without the model's eps": "eps=0.1",
                 "GPT-2's pattern first, then the digits split out": "smollm_pretokenize('a  2')",
-                "chat_prompt strips each message": "indented question?  "}
+                "chat_prompt strips each message": "indented question?  ",
+                "load_gguf_weights checks nothing (copies whatever it is given)": "expected a ValueError, it returned",
+                "load_gguf_weights skips tensors it has no parameter for": "extra blk.2.attn_q.weight",
+                "load_gguf_weights leaves the shapes to copy_": "expected a ValueError, it raised RuntimeError"}
 
 
 def test_answers_built_on_the_course_references_earn_nothing(tmp_path):
@@ -112,7 +115,7 @@ def test_answers_built_on_the_course_references_earn_nothing(tmp_path):
     from pathlib import Path
 
     from lmcourse.grading import grade_notebook
-    from lmcourse.instructor.testing import submission_from_solution
+    from lmcourse.instructor.testing import check_infos, submission_from_solution
 
     root = Path(__file__).resolve().parent.parent
     cheats = {
@@ -126,8 +129,7 @@ def test_answers_built_on_the_course_references_earn_nothing(tmp_path):
     expected = {CHAT: "the chat format written with string operations", ENCODE: "byte-pair encoding written by hand",
                 RMSNORM: "layer normalisation and the transformer's blocks written with tensor operations"}
     nb = submission_from_solution(root, "08-capstone", tmp_path, replace=cheats)
-    everything = {RMSNORM, ROPE, SWIGLU, ATTENTION, ATTENTION_CACHE, LLAMA, REAL_LOGITS, REAL_CACHE, GENERATE, CHAT,
-                  PRETOKENIZE, ENCODE}
+    everything = {c.name for c in check_infos(root, "08-capstone")}
     r = grade_notebook(root, "08-capstone", nb, tier="cpu", exclude=everything - set(expected))
     scores = {t["name"]: (t["score"], t.get("output", "")) for t in r["tests"]}
     assert r["status"] == "ok" and set(scores) == set(expected)

@@ -25,6 +25,8 @@ LLAMA = ("Llama: logits and gradients match the reference with the same weights 
          "tied output layer, the model's eps in every norm; float32, float64, with a KVCache)")
 REAL_LOGITS = ("SmolLM2's weights loaded by load_gguf_weights into your Llama: the logits equal the reference's on "
                "hidden prompts (chat, code, numbers, French)")
+LOADER_CONTRACT = ("load_gguf_weights: a complete set of tensors loads each into its parameter; a tensor missing, one "
+                   "too many or one of the wrong shape is a ValueError naming it")
 REAL_CACHE = ("SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then a chunk give the logits of the "
               "whole sequence")
 GENERATE = ("generate with SmolLM2: greedy tokens are the argmax at every step, the same with the cache and without, "
@@ -87,12 +89,39 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "output layer not tied to the token embedding": ("Llama", Edit(
         "        self.lm_head.weight = self.tok_emb.weight  # tied: one (vocab_size, d_model) matrix reads and writes "
         "tokens\n", "", why="untied"),
-        (LLAMA, REAL_LOGITS)),
+        (LLAMA, LOADER_CONTRACT, REAL_LOGITS)),
     "load_gguf_weights transposes the square matrices": ("load_gguf_weights", Edit(
         "            param.copy_(tensor)\n",
         "            param.copy_(tensor.T if tensor.ndim == 2 and tensor.shape[0] == tensor.shape[1] else tensor)\n",
         why="(in, out)"),
-        (REAL_LOGITS,)),
+        (LOADER_CONTRACT, REAL_LOGITS)),
+    # the loader's own errors, graded on a small model (issue #40, class 8)
+    "load_gguf_weights checks nothing (copies whatever it is given)": ("load_gguf_weights", [
+        Edit("    unknown = sorted(set(tensors) - set(ours))\n"
+             "    missing = sorted(set(params) - {ours[n] for n in tensors if n in ours})\n"
+             "    if unknown or missing:\n"
+             "        raise ValueError(f\"load_gguf_weights: tensors with no parameter {unknown[:5]}, parameters with no "
+             "tensor \"\n"
+             "                         f\"{missing[:5]}\")\n", "", why="no names compared"),
+        Edit("            if tuple(tensor.shape) != tuple(param.shape):\n"
+             "                raise ValueError(f\"load_gguf_weights: {gguf_name} is {tuple(tensor.shape)}, \"\n"
+             "                                 f\"{ours[gguf_name]} is {tuple(param.shape)}\")\n", "",
+             why="no shapes compared")],
+        (LOADER_CONTRACT,)),
+    "load_gguf_weights skips tensors it has no parameter for": ("load_gguf_weights", [
+        Edit("    if unknown or missing:\n", "    if missing:  # a name the model does not know is passed over\n",
+             why="extra tensors ignored"),
+        Edit("            param = params[ours[gguf_name]]\n",
+             "            if gguf_name not in ours:\n                continue\n"
+             "            param = params[ours[gguf_name]]\n",
+             why="extra tensors ignored")],
+        (LOADER_CONTRACT,)),
+    "load_gguf_weights leaves the shapes to copy_": ("load_gguf_weights", Edit(
+        "            if tuple(tensor.shape) != tuple(param.shape):\n"
+        "                raise ValueError(f\"load_gguf_weights: {gguf_name} is {tuple(tensor.shape)}, \"\n"
+        "                                 f\"{ours[gguf_name]} is {tuple(param.shape)}\")\n", "",
+        why="copy_ raises a RuntimeError, or broadcasts"),
+        (LOADER_CONTRACT,)),
     "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
         "        logits = model(step_input, cache) if use_cache else model(idx)\n",
         "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
@@ -190,6 +219,15 @@ HINTS: dict[str, str] = {
     "load_gguf_weights transposes the square matrices":
         "Check the orientation of each matrix you load: compare its shape with your layer's weight, and do "
         "not transpose a matrix whose layout already matches, even when it is square.",
+    "load_gguf_weights checks nothing (copies whatever it is given)":
+        "Before copying anything, compare the names you were given with your model's parameters: a tensor with "
+        "no parameter, a parameter with no tensor or a shape that differs is a ValueError naming it.",
+    "load_gguf_weights skips tensors it has no parameter for":
+        "A tensor whose name matches none of your parameters is as wrong as a missing one: the file does not "
+        "describe the model you built. Raise a ValueError naming it rather than passing over it.",
+    "load_gguf_weights leaves the shapes to copy_":
+        "Compare each tensor's shape with its parameter's before copying: copy_ raises its own RuntimeError, or "
+        "silently broadcasts a smaller tensor. Raise a ValueError naming the tensor instead.",
     "generate ignores use_cache (the whole sequence at every step)":
         "Check what `generate` feeds the model when the cache is on: only the new token after the prompt.",
     "generate samples with torch's global generator, not the one given":

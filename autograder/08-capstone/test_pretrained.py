@@ -55,7 +55,7 @@ def _hidden_token_lists():
     return [encoded_prompt(m) for m in PROMPTS] + [tok.encode(t).ids for t in TEXTS]
 
 
-@check(points=3, cell="test_load_gguf", name="SmolLM2's weights loaded by load_gguf_weights into your Llama: the "
+@check(points=2, cell="test_load_gguf", name="SmolLM2's weights loaded by load_gguf_weights into your Llama: the "
                                              "logits equal the reference's on hidden prompts (chat, code, numbers, "
                                              "French)")
 def test_real_logits(student, reference):
@@ -65,6 +65,86 @@ def test_real_logits(student, reference):
         _close(_student_logits(student, ids), expected,
                what=f"Llama(**SMOLLM2) with SmolLM2's weights on a hidden prompt of {len(tokens)} tokens: the logits "
                     "(1, T, 49152)")
+
+
+# The loader's own contract, on a small random Llama of two blocks (its tensors under GGUF names, shapes from the
+# configuration): a complete set loads each tensor into its parameter; a set with one tensor missing, one too many
+# or one of the wrong shape is a ValueError naming that tensor (its GGUF name or its parameter's). A loader that
+# copies without checking loads the wrong set silently, or fails on copy_'s own RuntimeError.
+LOADER = dict(vocab_size=24, d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24, rope_base=50.0, eps=1e-5)
+
+
+def _gguf_tensors(config, rng) -> dict:
+    """Random tensors for every GGUF name of a Llama of `config`, each of the shape its parameter has."""
+    from lmcourse import smollm
+
+    d, kv = config["d_model"], config["d_model"] // config["n_heads"] * config["n_kv_heads"]
+    shapes = {"token_embd": (config["vocab_size"], d), "output_norm": (d,), "attn_norm": (d,), "attn_q": (d, d),
+              "attn_k": (kv, d), "attn_v": (kv, d), "attn_output": (d, d), "ffn_norm": (d,),
+              "ffn_gate": (config["d_ff"], d), "ffn_up": (config["d_ff"], d), "ffn_down": (d, config["d_ff"])}
+    return {name: rng.normal(size=shapes[name.split(".")[-2]]).astype(np.float32)
+            for name in smollm.tensor_names(config["n_layers"])}
+
+
+def _trusted_load(reference, tensors) -> dict:
+    """The reference's Llama(**LOADER) after the reference's loader: parameter name -> array."""
+    import torch
+
+    model = reference.Llama(**LOADER)
+    with torch.no_grad():
+        reference.load_gguf_weights(model, {k: torch.from_numpy(v) for k, v in tensors.items()})
+    return {name: p.detach().numpy().copy() for name, p in model.named_parameters()}
+
+
+@check(points=1, cell="test_load_gguf", name="load_gguf_weights: a complete set of tensors loads each into its "
+                                             "parameter; a tensor missing, one too many or one of the wrong shape "
+                                             "is a ValueError naming it")
+def test_loader_contract(student, reference, rng):
+    tensors = _gguf_tensors(LOADER, rng)
+    expected = _trusted_load(reference, tensors)  # the trusted side first: its failure is the grader's, never a 0
+    what = f"load_gguf_weights(Llama({', '.join(f'{k}={v}' for k, v in LOADER.items())}), tensors)"
+
+    def load(given):
+        found = student.probe("load_named_tensors", fn="load_gguf_weights", cls="Llama", init_kwargs=LOADER,
+                              tensors=given, **MODULE_RULES)
+        if not isinstance(found, dict) or not isinstance(found.get("state"), dict):
+            raise AssertionError(f"{what}: the grader could not read the model after the call")
+        return found
+
+    found = load(tensors)
+    if found["raised"] is not None:
+        raise AssertionError(f"{what} with every tensor of the model, each of its parameter's shape: raised "
+                             f"{found['raised']}: {found['message']}")
+    if not found["returned_model"]:
+        raise AssertionError(f"{what}: return the model you were given, with its weights loaded")
+    for name, value in expected.items():
+        got = found["state"].get(name)
+        if not isinstance(got, np.ndarray) or got.shape != value.shape or not np.array_equal(got, value):
+            raise AssertionError(f"{what} with every tensor of the model: the parameter {name} does not hold its "
+                                 "tensor afterwards")
+    param = {"blk.1.ffn_up.weight": "blocks.1.ffn.up.weight", "blk.0.attn_k.weight": "blocks.0.attn.k_proj.weight",
+             "blk.2.attn_q.weight": "blocks.2.attn.q_proj.weight"}
+    d = LOADER["d_model"]
+    wrong = {
+        "blk.1.ffn_up.weight": ("without blk.1.ffn_up.weight", {k: v for k, v in tensors.items()
+                                                                  if k != "blk.1.ffn_up.weight"}),
+        "blk.2.attn_q.weight": ("with an extra blk.2.attn_q.weight (a third block the model does not have)",
+                                dict(tensors, **{"blk.2.attn_q.weight": rng.normal(size=(d, d)).astype(np.float32)})),
+        "blk.0.attn_k.weight": (f"with blk.0.attn_k.weight of shape ({d}, {tensors['blk.0.attn_k.weight'].shape[0]})"
+                                " (transposed)", dict(tensors, **{"blk.0.attn_k.weight":
+                                                                  tensors["blk.0.attn_k.weight"].T.copy()})),
+    }
+    for culprit, (how, given) in wrong.items():
+        found = load(given)
+        if found["raised"] != "ValueError":
+            raise AssertionError(f"{what} {how}: expected a ValueError, "
+                                 + (f"it raised {found['raised']}: {found['message']}" if found["raised"] else
+                                    "it returned without one")
+                                 + "; check the names and shapes before copying anything")
+        text = found["message"] or ""
+        if culprit not in text and param[culprit] not in text:
+            raise AssertionError(f"{what} {how}: the ValueError must name the tensor ({culprit} or "
+                                 f"{param[culprit]}); its message was: {text[:200]}")
 
 
 @check(points=1, cell="test_load_gguf", name="SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then "
