@@ -16,7 +16,7 @@ from lmcourse.instructor.testing import Edit
 WORDPIECE = ("wordpiece_tokenize: the ids equal the reference tokenizer's on MiniLM's vocabulary (punctuation, "
              "accents, numbers, unknown and over-long words, empty text, lines of Shakespeare, random strings)")
 MASK_STRUCTURE = ("mask_tokens: labels, unselected positions, special positions and random replacements as "
-                  "specified; the generator decides; it runs where ids are")
+                  "specified; the generator decides; ids left unmodified; it runs where ids are")
 MASK_STATS = ("mask_tokens: on 200,000 positions, 15% selected and of those 80% [MASK], 10% random, 10% unchanged, "
               "independent of token, position and row; random ids uniform over the non-special vocabulary")
 LAYER = ("BertLayer: outputs and gradients match the reference with the same weights (post-norm, exact GELU, "
@@ -35,6 +35,18 @@ PRETRAIN = ("pretrain_mlm: the pretrained model's masked-LM loss on held-out lin
             "enough")
 FINE_TUNE = ("fine_tune: the pretrained encoder, fine-tuned, tells real lines from shuffled ones more accurately than "
              "the same recipe from scratch can")
+NSP_PAIRS = ("nsp_pairs: IsNext pairs consecutive, NotNext pairs never; half of each, independent of the sentence and "
+             "of its neighbours; the NotNext sentence uniform over those allowed; the generator decides")
+PACK_PAIR = ("pack_pair: [CLS] a [SEP] b [SEP] and its segment ids on hidden pairs; a pair too long loses tokens from "
+             "the end of the longer segment")
+NSP_HEAD = ("NSPHead: logits and gradients match the reference with the same weights (the pooler and tanh on [CLS], "
+            "then the classifier; float32 and float64)")
+PRE_STEPS = ("pretrain_mlm, step by step: the padding masked in every forward, AdamW (weight decay 0.01) with the "
+             "warm-up and decay of every step updating the weights, gradients clipped to 1, the model returned in "
+             "eval mode")
+FT_STEPS = ("fine_tune, step by step: the encoder starts from bert_state, the padding masked, AdamW (weight decay "
+            "0.01) with the encoder at lr and the head at head_lr, every parameter trained, gradients clipped to 1, "
+            "the model returned in eval mode")
 CLASSIFIER = ("BertClassifier: logits and gradients match the reference with the same weights (the head reads [CLS], "
               "position 0)")
 
@@ -109,6 +121,11 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "broadcast\n",
         why="every row masked at the same positions: each position's rate is right, the rows are not independent"),
         (MASK_STATS,)),
+    # in-place mutation of what the caller passed (issue #40, class 10)
+    "mask_tokens corrupts ids in place (no copy)": ("mask_tokens", Edit(
+        "    inputs = ids.clone()\n", "    inputs = ids  # the caller's batch, corrupted in place\n",
+        why="no copy"),
+        (MASK_STRUCTURE,)),
     "mask_tokens ignores the generator it is given": ("mask_tokens", [
         Edit("    selected = (torch.rand(ids.shape, generator=generator) < p).to(ids.device) & selectable\n",
              "    selected = (torch.rand(ids.shape) < p).to(ids.device) & selectable\n", why="torch's global generator"),
@@ -158,6 +175,36 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "        return self.head(h[:, 0])  # [CLS] is at position 0", "        return self.head(h.mean(dim=1))",
         why="mean pooling where [CLS] is documented"),
         (CLASSIFIER,)),
+    # next-sentence prediction (issue #40, class 11)
+    "nsp_pairs may draw a or its true successor as NotNext": ("nsp_pairs", Edit(
+        "    other = torch.randint(n - 2, (n - 1,), generator=generator)  # one of the n - 2 sentences allowed ...\n"
+        "    other = other + 2 * (other >= a).long()  # ... numbered past a and a + 1\n",
+        "    other = torch.randint(n, (n - 1,), generator=generator)  # any sentence at all\n",
+        why="b == a + 1 labelled NotNext"),
+        (NSP_PAIRS,)),
+    "nsp_pairs tosses one coin for every pair of the call": ("nsp_pairs", Edit(
+        "    labels = (torch.rand(n - 1, generator=generator) >= 0.5).long()  # (n-1,): one fair coin per pair\n",
+        "    labels = (torch.rand(1, generator=generator) >= 0.5).long().expand(n - 1)  # one coin for all\n",
+        why="all IsNext or all NotNext"),
+        (NSP_PAIRS,)),
+    "nsp_pairs labels IsNext 1, not 0": ("nsp_pairs", Edit(
+        "    b = torch.where(labels == IS_NEXT, a + 1, other)\n", "    b = torch.where(labels == 1, a + 1, other)\n",
+        why="the labels' meaning swapped"),
+        (NSP_PAIRS,)),
+    "pack_pair puts the final [SEP] in segment 0": ("pack_pair", Edit(
+        "    return ids, [0] * (len(a) + 2) + [1] * (len(b) + 1)",
+        "    return ids, [0] * (len(a) + 2) + [1] * len(b) + [0]", why="the last [SEP] in A's segment"),
+        (PACK_PAIR,)),
+    "pack_pair truncates b alone": ("pack_pair", Edit(
+        "        if len(a) > len(b):\n", "        if not b:\n", why="b emptied before a loses a token"),
+        (PACK_PAIR,)),
+    "pack_pair truncates a when the two are as long": ("pack_pair", Edit(
+        "        if len(a) > len(b):\n", "        if len(a) >= len(b):\n", why="ties cut from a"),
+        (PACK_PAIR,)),
+    "NSPHead without the pooler's tanh": ("NSPHead", Edit(
+        "        return self.classifier(torch.tanh(self.pooler(h[:, 0])))  # [CLS] is at position 0",
+        "        return self.classifier(self.pooler(h[:, 0]))  # two linear maps in a row", why="no tanh"),
+        (NSP_HEAD,)),
     # the two training runs, each with the bug that defeats it (about a minute each on one core)
     "pretrain_mlm predicts the corrupted inputs, not the original ids": ("pretrain_mlm", Edit(
         "        loss = mlm_loss(model.head(h[selected]), labels[selected])",
@@ -167,7 +214,36 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "    if bert_state is not None:\n"
         "        model.bert.load_state_dict({name: torch.as_tensor(value) for name, value in bert_state.items()})\n",
         "", why="the pretrained encoder never used"),
-        (FINE_TUNE,)),
+        (FT_STEPS,)),  # and FINE_TUNE's threshold (LMCOURSE_ALL_TRAINING=1 runs it)
+    # training configuration a threshold cannot see (issue #40, class 9)
+    "pretrain_mlm runs the encoder without the padding mask": ("pretrain_mlm", Edit(
+        "        h = model.bert(inputs, attention_mask=(ids != PAD_ID).to(device))  # (B, T, d_model)\n",
+        "        h = model.bert(inputs)  # (B, T, d_model): padding attended to\n", why="padding is data"),
+        (PRE_STEPS,)),
+    "pretrain_mlm with Adam's L2 weight decay, not AdamW": ("pretrain_mlm", Edit(
+        "    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)\n",
+        "    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=0.01)\n",
+        why="decay through the gradient"),
+        (PRE_STEPS,)),
+    "fine_tune trains the encoder and the head at one rate": ("fine_tune", Edit(
+        "    optimizer = torch.optim.AdamW([{\"params\": model.bert.parameters(), \"lr\": lr},\n"
+        "                                   {\"params\": model.head.parameters(), \"lr\": head_lr}], weight_decay=0.01)\n",
+        "    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)\n", why="head_lr ignored"),
+        (FT_STEPS,)),
+    "fine_tune freezes the pretrained encoder": ("fine_tune", Edit(
+        "    model.to(device)\n", "    model.bert.requires_grad_(False)  # only the head learns\n    model.to(device)\n",
+        why="a linear probe, not fine-tuning"),
+        (FT_STEPS,)),
+    "pretrain_mlm without gradient clipping": ("pretrain_mlm", Edit(
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "", why="unclipped"),
+        (PRE_STEPS,)),
+    "fine_tune without gradient clipping": ("fine_tune", Edit(
+        "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "", why="unclipped"),
+        (FT_STEPS,)),
+    "fine_tune without the warm-up": ("fine_tune", Edit(
+        "lambda s: min(1.0, (s + 1) / warmup) * (1 - s / steps))\n    y = ",
+        "lambda s: 1 - s / steps)\n    y = ", why="decay only"),
+        (FT_STEPS,)),
     # the device (issue #40, class 1): right on a laptop, an error on a GPU
     "mask_tokens makes its special ids on the CPU": ("mask_tokens", Edit(
         "torch.as_tensor(list(special_ids), dtype=ids.dtype, device=ids.device)",
@@ -224,6 +300,9 @@ HINTS: dict[str, str] = {
     "mask_tokens draws one selection pattern for the whole batch":
         "Check the shape of your random draw for the selection: every position of every row needs a number of "
         "its own, or all the rows of a batch are masked at the same places.",
+    "mask_tokens corrupts ids in place (no copy)":
+        "Check whether the tensor you return is a copy: writing the masks into the ids you were given corrupts the "
+        "caller's batch, and a batch masked twice loses its labels.",
     "mask_tokens ignores the generator it is given":
         "Check that every random draw in your masking uses the generator passed in, not PyTorch's global one: "
         "the same generator state must give the same masking, which is what makes an experiment reproducible.",
@@ -259,12 +338,54 @@ HINTS: dict[str, str] = {
     "classifier on the mean of the tokens, not [CLS]":
         "Check which hidden state your classifier reads: BERT's head takes the final state of the CLS token at "
         "position 0, which fine-tuning shapes to stand for the whole input, not an average over the tokens.",
+    "nsp_pairs may draw a or its true successor as NotNext":
+        "Check which sentences a NotNext pair may take: never the one that really follows, or the pair is labelled "
+        "NotNext while it is IsNext, and never the first sentence itself. Draw from the other n minus 2.",
+    "nsp_pairs tosses one coin for every pair of the call":
+        "Check how many coins you toss: each pair decides IsNext or NotNext on its own, so that a batch mixes the "
+        "two in every proportion, not all of one kind.",
+    "nsp_pairs labels IsNext 1, not 0":
+        "Check the meaning of the labels: as in Hugging Face's BertForPreTraining, 0 means the second sentence "
+        "continues the first, and 1 means it was drawn from elsewhere.",
+    "pack_pair puts the final [SEP] in segment 0":
+        "Check the segment id of the last [SEP]: it closes B, so it belongs to segment 1, as everything after the "
+        "first [SEP] does.",
+    "pack_pair truncates b alone":
+        "Check which segment loses tokens when a pair is too long: the longer one, one token at a time, so the two "
+        "halves stay balanced. Cutting only B can leave a question without its context.",
+    "pack_pair truncates a when the two are as long":
+        "Check what happens when A and B are equally long and one token must go: BERT's truncation takes it from "
+        "B in that case.",
+    "NSPHead without the pooler's tanh":
+        "Check the pooler: a dense layer followed by tanh. Without the non-linearity the pooler and the classifier "
+        "collapse into one linear map.",
     "pretrain_mlm predicts the corrupted inputs, not the original ids":
         "Check the targets of your pretraining loss: the model must predict the original ids at the selected "
         "positions, not the corrupted inputs it reads, or it merely learns to copy the mask token.",
     "fine_tune ignores bert_state (always from scratch)":
         "Check that fine-tuning starts from the pretrained encoder it is given: if those weights never reach the "
         "classifier's encoder, the run trains from scratch and loses all that pretraining learned.",
+    "pretrain_mlm runs the encoder without the padding mask":
+        "Check what the encoder is given during pretraining: without the attention mask every token attends to the "
+        "padding, so a line's states depend on how long the longest line in its batch was.",
+    "pretrain_mlm with Adam's L2 weight decay, not AdamW":
+        "Check which optimiser applies the weight decay: Adam adds it to the gradient, where its scaling shrinks "
+        "it, while AdamW shrinks the weights directly, as BERT's recipe does.",
+    "fine_tune trains the encoder and the head at one rate":
+        "Check the learning rates of fine-tuning: the new head starts from random weights and needs the larger "
+        "head_lr, while the pretrained encoder under it moves gently at lr. Two parameter groups.",
+    "fine_tune freezes the pretrained encoder":
+        "Check which parameters fine-tuning trains: every one, the pretrained encoder included. Training only the "
+        "head is a linear probe, a different experiment.",
+    "pretrain_mlm without gradient clipping":
+        "Check what happens between backward and the optimiser step: the instructions clip the global gradient "
+        "norm to 1, which keeps one unlucky batch from throwing the weights far.",
+    "fine_tune without gradient clipping":
+        "Check what happens between backward and the optimiser step in fine-tuning too: the global gradient norm "
+        "is clipped to 1, so a large early gradient from the new head cannot wreck the pretrained encoder.",
+    "fine_tune without the warm-up":
+        "Check the learning rate of the first steps: the schedule warms up linearly over warmup steps before it "
+        "decays, so the new head's first large gradients do not wreck the pretrained encoder.",
     "mask_tokens makes its special ids on the CPU":
         "Check where the tensor of special ids you compare with is made: a new tensor lands on the CPU unless you "
         "ask for the device of the ids, and on a GPU the comparison then fails.",

@@ -32,9 +32,19 @@ from lmcourse.grading.sandbox.inside.probes import GENERATOR_ARG
 Z = 6.0  # |z| above this fails: P < 2e-9 per test for a correct implementation
 
 
-def _call(student, ids, special_ids, mask_id, vocab_size, seeds, what):
+def _call(student, ids, special_ids, mask_id, vocab_size, seeds, what, same_inputs=False):
+    """mask_tokens once per seed. same_inputs: every call gets the same ids tensor, which must come back as it
+    was given (the instructions: do not modify ids)."""
     out = student.probe("call_with_generators", fn="mask_tokens", args=[ids, list(special_ids), mask_id, vocab_size],
-                        seeds=list(seeds), timeout=60)
+                        seeds=list(seeds), timeout=60, same_inputs=same_inputs)
+    if same_inputs:
+        after = out.get("inputs_after") if isinstance(out, dict) else None
+        if not isinstance(after, list) or not after or not isinstance(after[0], np.ndarray):
+            raise AssertionError(f"{what}: the grader could not read your results")
+        if after[0].shape != ids.shape or not np.array_equal(after[0], ids):
+            raise AssertionError(f"{what}: the call changed the ids tensor it was given (in place); corrupt a copy "
+                                 "(ids.clone()) and leave ids as it was: the caller may use the batch again")
+        out = out.get("results")
     if not isinstance(out, list) or len(out) != len(seeds):
         raise AssertionError(f"{what}: the grader could not read your results")
     results = []
@@ -66,8 +76,8 @@ def _rows(rng, B, T, special, low, high, zipf=True):
 
 
 @check(points=2, cell="test_mask_tokens", name="mask_tokens: labels, unselected positions, special positions "
-                                              "and random replacements as specified; the generator decides; it "
-                                              "runs where ids are")
+                                              "and random replacements as specified; the generator decides; ids "
+                                              "left unmodified; it runs where ids are")
 def test_mask_structure(student, rng):
     # a 12-id vocabulary with specials 0, 3, 5, 7 (PAD, CLS, SEP, MASK) and 9 as [UNK]
     special = {"[PAD]": 0, "[CLS]": 3, "[SEP]": 5, "[MASK]": 7, "[UNK]": 9}
@@ -80,8 +90,9 @@ def test_mask_structure(student, rng):
     ids = ids.astype(np.int64)
     seed = int(rng.integers(1 << 30))
     what = (f"mask_tokens(ids (300, 40), special_ids={specials}, mask_id=7, vocab_size=12, generator)")
+    # one ids tensor for the three calls: a function that corrupts it in place fails here, by name
     (inputs, labels), (again, again_labels), (other, _) = _call(student, ids, specials, 7, 12, [seed, seed, seed + 1],
-                                                                what)
+                                                                what, same_inputs=True)
     selected = labels != -100
     is_special = np.isin(ids, specials)
     if (selected & is_special).any():

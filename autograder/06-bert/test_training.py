@@ -52,15 +52,14 @@ should confirm the margins (tests/test_gpu_tiers.py prints the values).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from lmcourse.bert_tasks import MASK_ID, PAD_ID, SPECIALS, compact_vocab, labelled_task, mlm_ids, pad_batch
 from lmcourse.grading import training
-from lmcourse.grading.checks import check, expect_shape
+from lmcourse.grading.checks import check
 from lmcourse.grading.compare import one_thread
+from lmcourse.grading.optimizer import OptimizerSpec, check_optimizer, check_trains_every_parameter
 
 N_SPECIAL = len(SPECIALS)
 MAX_LEN = 32
@@ -169,7 +168,7 @@ def _mlm_loss(reference, model, valid) -> float:
     return total / count
 
 
-@check(points=3, cell="test_training", name="pretrain_mlm: the pretrained model's masked-LM loss on held-out lines "
+@check(points=2, cell="test_training", name="pretrain_mlm: the pretrained model's masked-LM loss on held-out lines "
                                            "(masked by the grader) is low enough")
 def test_pretraining_run(student, reference, tier, rules):
     settings = GPU if tier == "gpu" else CPU
@@ -204,7 +203,7 @@ def _accuracy(student, reference, tier, rules, config, examples, labels, test_x,
     return float(np.mean(expected[originals].argmax(-1) == np.asarray(test_y)))
 
 
-@check(points=3, cell="test_training", name="fine_tune: the pretrained encoder, fine-tuned, tells real lines from "
+@check(points=2, cell="test_training", name="fine_tune: the pretrained encoder, fine-tuned, tells real lines from "
                                            "shuffled ones more accurately than the same recipe from scratch can")
 def test_fine_tuning_run(student, reference, tier, rules):
     settings = GPU if tier == "gpu" else CPU
@@ -231,3 +230,131 @@ def test_fine_tuning_run(student, reference, tier, rules):
         f"a pretrained encoder, a correct implementation reaches at least {settings['accuracy_threshold']:.2f}, "
         "more than the same recipe from scratch ever does. Check that bert_state is loaded into the classifier's "
         "bert before training, the two learning rates, and the warm-up and decay"))
+
+
+# Step by step (`train_and_trace`, a tiny BERT, a few steps): what the instructions fix about each loop and a final
+# loss or accuracy cannot see. The padding masked in every training forward (the encoder's attention_mask is
+# exactly ids != PAD_ID: a mask passed positionally lands in token_type_ids), AdamW with weight_decay=0.01 and
+# the warm-up then linear decay of every step, one optimiser state, every update AdamW's from the gradients the
+# step received (`lmcourse.grading.optimizer`), gradients clipped to a global norm of 1, the model returned in
+# eval mode. Fine-tuning also: the encoder starts from bert_state, the encoder's parameters at lr and the head's at
+# head_lr (two groups), and every parameter trains (a frozen encoder is not fine-tuning). The rates differ from the
+# defaults, so a loop that ignores its arguments shows.
+TRACE = dict(batch_size=6, warmup=2, d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=12, seed=0, device="cpu")
+PRE_TRACE = dict(TRACE, steps=4, lr=3e-3)
+FT_TRACE = dict(TRACE, steps=4, lr=1e-3, head_lr=6e-3)
+TRACE_LINES = 40
+CLIP = 1.0
+
+
+def _schedule(lr: float, warmup: int, steps: int):
+    """The instructions' learning rate at step s (from 0): a linear warm-up, then a linear decay towards 0."""
+    return lambda s: lr * min(1.0, (s + 1) / warmup) * (1 - s / steps)
+
+
+def _padding_masked(calls, steps: int, what: str, model: str) -> None:
+    """Every training forward of `model` got attention_mask == (ids != PAD_ID), one forward per step."""
+    calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("args"), dict)]
+    if len(calls) != steps:
+        raise AssertionError(f"{what}: expected one forward pass of {model} with gradients per step, {steps} in "
+                             f"all; found {len(calls)}")
+    for s, call in enumerate(calls):
+        args = call["args"]
+        ids = next(iter(args.values()), None)
+        mask = args.get("attention_mask")
+        if not isinstance(ids, np.ndarray) or ids.ndim != 2:
+            raise AssertionError(f"{what}: step {s}: the grader could not read the ids {model} was given")
+        if not isinstance(mask, np.ndarray) or mask.shape != ids.shape:
+            raise AssertionError(f"{what}: step {s}: {model} was called without an attention_mask "
+                                 f"({'None' if mask is None else getattr(mask, 'shape', type(mask).__name__)}); "
+                                 "padding is not data: pass attention_mask=(ids != PAD_ID) by name")
+        if not np.array_equal(mask.astype(bool), ids != PAD_ID):
+            raise AssertionError(f"{what}: step {s}: the attention_mask {model} was given is not ids != PAD_ID "
+                                 "(True at every real token, [CLS] and [SEP] included, False at padding)")
+
+
+def _clipped(out, what: str) -> None:
+    for s, norm in enumerate(out.get("steps") or []):
+        if not (0 < norm <= CLIP * (1 + 1e-4)):
+            raise AssertionError(f"{what}: step {s} received gradients of global norm {norm:.3g}; clip the global "
+                                 f"norm to {CLIP:g} after backward and before the step")
+
+
+def _traced(student, fn, cls, config, rules, what):
+    out = student.probe("train_and_trace", fn=fn, cls=cls, config=config, seed=0, gradients=True, timeout=180,
+                        **rules)
+    if not (isinstance(out, dict) and isinstance(out.get("steps"), list) and isinstance(out.get("calls"), list)):
+        raise AssertionError(f"{what}: the grader could not read what your training loop did")
+    if len(out["steps"]) != config["steps"]:
+        raise AssertionError(f"{what}: expected {config['steps']} optimiser steps; found {len(out['steps'])}")
+    return out
+
+
+@check(points=1, cell="test_training", name="pretrain_mlm, step by step: the padding masked in every forward, "
+                                           "AdamW (weight decay 0.01) with the warm-up and decay of every step "
+                                           "updating the weights, gradients clipped to 1, the model returned in "
+                                           "eval mode")
+def test_pretraining_steps(student, rules):
+    V = len(compact_vocab())
+    lines = [list(line) for line in mlm_ids("train")[:TRACE_LINES]]
+    config = dict(lines=lines, vocab_size=V, **PRE_TRACE)
+    what = f"pretrain_mlm({TRACE_LINES} lines, vocab_size={V}, {_settings(PRE_TRACE)})"
+    out = _traced(student, "pretrain_mlm", "BertModel", config, rules, what)
+    _padding_masked(out["calls"], PRE_TRACE["steps"], what, "the encoder (BertModel)")
+    spec = OptimizerSpec(kind="AdamW", weight_decay=0.01,
+                         rate=_schedule(PRE_TRACE["lr"], PRE_TRACE["warmup"], PRE_TRACE["steps"]),
+                         rate_rule="lr with the warm-up and linear decay",
+                         said="torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)")
+    check_optimizer(out, spec, steps=PRE_TRACE["steps"], what=what)
+    _clipped(out, what)
+    training.check_returned_for_use(out, what=what, fn="pretrain_mlm")
+
+
+_FT_STEPS, _FT_WARMUP = FT_TRACE["steps"], FT_TRACE["warmup"]
+FT_SPEC = OptimizerSpec(kind="AdamW", weight_decay=0.01, rate=_schedule(FT_TRACE["lr"], _FT_WARMUP, _FT_STEPS),
+                        groups=(("bert.", _schedule(FT_TRACE["lr"], _FT_WARMUP, _FT_STEPS),
+                                 "lr (warmed up, then decayed) for the encoder"),
+                                ("head.", _schedule(FT_TRACE["head_lr"], _FT_WARMUP, _FT_STEPS),
+                                 "head_lr (warmed up, then decayed) for the head")),
+                        said="torch.optim.AdamW with two parameter groups, the encoder at lr and the head at head_lr, "
+                             "weight_decay=0.01")
+
+
+def fine_tune_trace(reference, rng) -> tuple[dict, list[str]]:
+    """(fine_tune's configuration for the step-by-step check, the names of the classifier's parameters): 30
+    labelled lines and a bert_state of the reference BertModel's layout with weights of its own (PyTorch's
+    initialisation, not bert_init's, so that loading it shows)."""
+    V = len(compact_vocab())
+    shape = dict(vocab_size=V, **{k: FT_TRACE[k] for k in ("d_model", "n_heads", "d_ff", "n_layers", "max_len")})
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    bert_state = {k: v.detach().numpy().copy() for k, v in reference.BertModel(**shape).state_dict().items()}
+    examples, labels = labelled_task("train", 30, seed=int(rng.integers(1 << 30)))
+    names = [n for n, _ in reference.BertClassifier(2, **shape).named_parameters()]  # the layout's parameters
+    return dict(examples=examples, labels=np.asarray(labels, dtype=np.int64), vocab_size=V, bert_state=bert_state,
+                **FT_TRACE), names
+
+
+@check(points=1, cell="test_training", name="fine_tune, step by step: the encoder starts from bert_state, the "
+                                           "padding masked, AdamW (weight decay 0.01) with the encoder at lr and the "
+                                           "head at head_lr, every parameter trained, gradients clipped to 1, the "
+                                           "model returned in eval mode")
+def test_fine_tuning_steps(student, reference, rng, rules):
+    config, names = fine_tune_trace(reference, rng)
+    what = f"fine_tune(30 labelled lines, labels, vocab_size={config['vocab_size']}, bert_state={{...}}, " \
+           f"{_settings(FT_TRACE)})"
+    out = _traced(student, "fine_tune", "BertClassifier", config, rules, what)
+    first = out["calls"][0].get("weights") if out["calls"] and isinstance(out["calls"][0], dict) else None
+    if not isinstance(first, dict):
+        raise AssertionError(f"{what}: the grader could not read the classifier's weights")
+    for name, value in config["bert_state"].items():
+        found = first.get(f"bert.{name}")
+        if not isinstance(found, np.ndarray) or found.shape != value.shape or \
+                not np.allclose(found, value, rtol=1e-6, atol=1e-7):
+            raise AssertionError(f"{what}: at the first training step the classifier's bert.{name} is not "
+                                 "bert_state's; load bert_state into the classifier's bert before training (that is "
+                                 "what makes it fine-tuning)")
+    _padding_masked(out["calls"], FT_TRACE["steps"], what, "the classifier")
+    check_trains_every_parameter(out, names, steps=FT_TRACE["steps"], what=what)
+    check_optimizer(out, FT_SPEC, steps=FT_TRACE["steps"], what=what)
+    _clipped(out, what)
+    training.check_returned_for_use(out, what=what, fn="fine_tune")
