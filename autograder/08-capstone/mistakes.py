@@ -29,9 +29,11 @@ LOADER_CONTRACT = ("load_gguf_weights: a complete set of tensors loads each into
                    "too many or one of the wrong shape is a ValueError naming it")
 REAL_CACHE = ("SmolLM2 in your Llama with a KVCache: a prompt, then single tokens, then a chunk give the logits of the "
               "whole sequence")
+GENERATE_SMALL = ("generate on a small random Llama: the model driven as use_cache says, greedy tokens the argmax at "
+                  "every step and the same both ways, a stop after eos_id; sampling follows softmax(logits / "
+                  "temperature), drawn with the generator given")
 GENERATE = ("generate with SmolLM2: greedy tokens are the argmax at every step, the same with the cache and without, "
-            "and generation stops after eos_id; sampling follows softmax(logits / temperature), drawn with the "
-            "generator given")
+            "and an answer ends on eos_id")
 CHAT = ("chat_prompt: SmolLM2's own chat format on hidden conversations (the default system message, every turn, the "
         "assistant's turn opened)")
 PRETOKENIZE = "smollm_pretokenize: each numeric character alone, GPT-2's pattern on the text between"
@@ -125,21 +127,21 @@ VARIANTS: dict[str, tuple[str, str | Edit | list[Edit], tuple[str, ...]]] = {
     "generate ignores use_cache (the whole sequence at every step)": ("generate", Edit(
         "        logits = model(step_input, cache) if use_cache else model(idx)\n",
         "        logits = model(idx)  # the right tokens, without the cache's saving\n", why="no cache"),
-        (GENERATE,)),
+        (GENERATE_SMALL, GENERATE)),
     # sampling, graded at a temperature above 0 (issue #40, class 8)
     "generate samples with torch's global generator, not the one given": ("generate", Edit(
         "torch.multinomial(F.softmax(last / temperature, dim=-1), 1, generator=generator)",
         "torch.multinomial(F.softmax(last / temperature, dim=-1), 1)",
         why="the generator argument is ignored: a seeded run cannot be repeated"),
-        (GENERATE,)),
+        (GENERATE_SMALL,)),
     "generate applies the temperature after the softmax": ("generate", Edit(
         "torch.multinomial(F.softmax(last / temperature, dim=-1), 1, generator=generator)",
         "torch.multinomial(F.softmax(last, dim=-1) / temperature, 1, generator=generator)",
         why="multinomial renormalises: the temperature has no effect"),
-        (GENERATE,)),
+        (GENERATE_SMALL,)),
     "generate never stops at eos_id": ("generate", Edit(
         "        if eos_id is not None and next_id.item() == eos_id:\n            break\n", "", why="no stop"),
-        (GENERATE,)),
+        (GENERATE_SMALL,)),
     "chat template without the assistant's turn opened": ("chat_prompt", Edit(
         '    return turns + "<|im_start|>assistant\\n"', "    return turns", why="no generation prompt"),
         (CHAT,)),

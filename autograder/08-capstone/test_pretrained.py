@@ -8,13 +8,15 @@ sides; the reference and transformers differ by about 7e-5 of 38). A transposed 
 layer left untied or random, the gate and up projections swapped, RoPE on halves or with the wrong base, a missing
 layer: each moves the logits by whole units.
 
-Generation: greedy tokens, with and without the cache, must each be the argmax of the reference's logits at its
-step (teacher-forced over the student's own tokens, with a margin of 1e-3 for float rounding between two near-equal
-logits), and the two must agree; generation stops after eos_id. Sampling (`_expect_sampling`) runs on a small
-random Llama: the generator given decides the draws, and 1,000 first tokens follow softmax(logits / temperature).
-How the model is driven is checked directly from its calls (a forward pre-hook in the probe): with the cache, the
-prompt once and then one token per call, the cache passed each time; without it, the whole sequence at every step. A generate that ignores use_cache gives the right
-tokens and fails there.
+Generation, on a small random Llama (`test_generate_small`: seconds): how the model is driven, checked directly from
+its calls (a forward pre-hook in the probe): with the cache, the prompt once and then one token per call, the cache
+passed each time; without it, the whole sequence at every step (a generate that ignores use_cache gives the right
+tokens and fails there); greedy tokens the argmax of the reference's logits with the same weights, teacher-forced
+over the student's own tokens, the same with the cache and without; a stop right after eos_id; and sampling
+(`_expect_sampling`): the generator given decides the draws, and 1,000 first tokens follow
+softmax(logits / temperature). Then with SmolLM2 (`test_generate`): greedy tokens, with and without the cache, each
+the argmax of the reference's logits at its step (a margin of 1e-3 for float rounding between two near-equal
+logits), the two the same, and an answer that stops early ends on eos_id.
 """
 
 from __future__ import annotations
@@ -207,10 +209,30 @@ def _probabilities(reference, w, ids, temperature):
     return torch.softmax(last / temperature, dim=-1).numpy()
 
 
+def _own_logits(student, w, ids):
+    """The student's own Llama(**SAMPLER) with weights w on ids (1, T): its logits (T, V). What generate is checked
+    against, so that a fault of the model (graded by the module checks) is never reported as one of generate."""
+    out = student.probe("module_forward", cls="Llama", init_kwargs=SAMPLER, state_dict=w, inputs=[ids], grad=False,
+                        **MODULE_RULES)
+    logits = out.get("outputs", [None])[0] if isinstance(out, dict) and out.get("outputs") else None
+    if not isinstance(logits, np.ndarray) or logits.shape != (1, ids.shape[1], SAMPLER["vocab_size"]) or \
+            not np.isfinite(logits).all():
+        raise AssertionError(f"Llama({', '.join(f'{k}={v}' for k, v in SAMPLER.items())}) on a prompt of "
+                             f"{ids.shape[1]} tokens: expected finite logits (1, {ids.shape[1]}, "
+                             f"{SAMPLER['vocab_size']}); found {getattr(logits, 'shape', type(logits).__name__)}")
+    return logits[0].astype(np.float64)
+
+
+def _softmax(x):
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
 def _expect_sampling(student, reference, rng):
     """generate(..., temperature=0.5, generator=g) on a small random Llama: the generator decides (the same seed
     draws the same tokens, another seed others, whatever torch's global seed), and 1,000 first tokens follow
-    softmax(logits / temperature) (chi-square on the tokens expected at least 5 times, the rest pooled). The
+    softmax(logits / temperature) of the student's own model with those weights (its faults are the module checks'
+    to grade; chi-square on the tokens expected at least 5 times, the rest pooled). The
     prompt and weights are drawn until the temperature moves the distribution by a total variation of at least
     0.15, so a temperature applied after the softmax (no effect) or ignored cannot pass by luck."""
     from scipy import stats
@@ -221,6 +243,7 @@ def _expect_sampling(student, reference, rng):
         expected = _probabilities(reference, w, ids, TEMPERATURE)
         if 0.5 * np.abs(expected - _probabilities(reference, w, ids, 1.0)).sum() >= MIN_GAP and expected.max() < 0.9:
             break
+    expected = _softmax(_own_logits(student, w, ids)[-1] / TEMPERATURE)  # your model's distribution
     what = (f"generate(a random Llama(vocab_size={SAMPLER['vocab_size']}, ...), a prompt of 5 tokens, 1, "
             f"temperature={TEMPERATURE}, generator=...)")
     kw = dict(fn="generate", cls="Llama", init_kwargs=SAMPLER, state_dict=w, args=[ids, 1],
@@ -258,10 +281,76 @@ def _expect_sampling(student, reference, rng):
                              "temperature, then take the softmax, then draw")
 
 
-@check(points=2, cell="test_generate", name="generate with SmolLM2: greedy tokens are the argmax at every step, the "
-                                            "same with the cache and without, and generation stops after eos_id; "
-                                            "sampling follows softmax(logits / temperature), drawn with the "
-                                            "generator given")
+def _small_generate(student, w, ids, n, **kwargs):
+    """generate on the small Llama with weights w: (tokens (1, T + k), [[positions fed, cache passed] per call])."""
+    what = (f"generate(a random Llama(vocab_size={SAMPLER['vocab_size']}, ...), a prompt of {ids.shape[1]} tokens, "
+            f"{n}" + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")")
+    out = student.probe("call_with_module", fn="generate", cls="Llama", init_kwargs=SAMPLER, state_dict=w,
+                        args=[ids, n], kwargs=kwargs, record_inputs=True, timeout=60, **MODULE_RULES)
+    tokens = out.get("result") if isinstance(out, dict) else None
+    if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.dtype.kind not in "iu":
+        raise AssertionError(f"{what}: expected a (1, T + n) tensor of token ids; found "
+                             f"{getattr(tokens, 'shape', type(tokens).__name__)}")
+    if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
+        raise AssertionError(f"{what}: the output must begin with the prompt")
+    inputs, cached = out.get("inputs") or [], out.get("cached") or []
+    calls = [[int(x.shape[-1]) if isinstance(x, np.ndarray) else -1, bool(c)] for x, c in zip(inputs, cached)]
+    return tokens, calls, what
+
+
+def _calls_as_specified(calls, T, n, use_cache, what):
+    """With the cache, the prompt once, then one token per call, the cache passed every time; without it, the whole
+    sequence at every step, no cache."""
+    expected = [[T, True]] + [[1, True]] * (n - 1) if use_cache else [[T + k, False] for k in range(n)]
+    if calls != expected:
+        shown = ", ".join(f"{c[0]} position(s){' with a cache' if c[1] else ''}" for c in calls[:4])
+        more = ", ..." if len(calls) > 4 else ""
+        wanted = ("the prompt once through a KVCache, then one new token per call with the same cache" if use_cache
+                  else "the whole sequence at every step, without a cache")
+        raise AssertionError(f"{what}: the model was called {len(calls)} times ({shown}{more}); expected {wanted}")
+
+
+@check(points=1, cell="test_generate", name="generate on a small random Llama: the model driven as use_cache says, "
+                                            "greedy tokens the argmax at every step and the same both ways, a stop "
+                                            "after eos_id; sampling follows softmax(logits / temperature), drawn "
+                                            "with the generator given")
+def test_generate_small(student, reference, rng):
+    """Everything generate does but on SmolLM2's own weights, on a small random Llama (seconds, not the minute of
+    loading SmolLM2): how it drives the model (a forward pre-hook in the probe), greedy decoding teacher-forced
+    against the student's own model with the same weights (the model itself is graded by the module checks), eos_id,
+    and sampling (`_expect_sampling`)."""
+    w = llama_weights("Llama", SAMPLER, rng, reference)
+    ids = rng.integers(0, SAMPLER["vocab_size"], size=(1, 6)).astype(np.int64)
+    T, n = ids.shape[1], 8
+    runs = {}
+    for use_cache in (True, False):
+        tokens, calls, what = _small_generate(student, w, ids, n, temperature=0.0, use_cache=use_cache)
+        _calls_as_specified(calls, T, n, use_cache, what)
+        if tokens.shape[1] != T + n:
+            raise AssertionError(f"{what}: expected {n} new tokens (no eos_id given); found {tokens.shape[1] - T}")
+        logits = _own_logits(student, w, tokens[:, :-1])  # your model's logits[t] predict token t + 1
+        for t in range(T, tokens.shape[1]):
+            row, chosen = logits[t - 1], int(tokens[0, t])
+            if not 0 <= chosen < row.shape[0] or row[chosen] < row.max() - 1e-4 * max(1.0, float(np.abs(row).max())):
+                raise AssertionError(f"{what}: new token {t - T + 1} is {chosen}, not the token your model finds "
+                                     "most probable after the tokens before it (greedy decoding takes the argmax of "
+                                     "the last position's logits)")
+        runs[use_cache] = tokens
+    if not np.array_equal(runs[True], runs[False]):
+        raise AssertionError(f"generate(..., temperature=0.0): the tokens with the cache {runs[True][0, T:].tolist()} "
+                             f"differ from those without it {runs[False][0, T:].tolist()}")
+    new = runs[True][0, T:]
+    stop_at = int(new[2])
+    first = int(np.argmax(new == stop_at)) + 1  # new tokens up to the first stop_at
+    stopped, _, what = _small_generate(student, w, ids, n, temperature=0.0, eos_id=stop_at)
+    if stopped.shape[1] != T + first:
+        raise AssertionError(f"{what} (a token the greedy answer reaches at step {first}): expected generation to stop "
+                             f"right after it, {first} new tokens; found {stopped.shape[1] - T}")
+    _expect_sampling(student, reference, rng)
+
+
+@check(points=1, cell="test_generate", name="generate with SmolLM2: greedy tokens are the argmax at every step, the "
+                                            "same with the cache and without, and an answer ends on eos_id")
 def test_generate(student, reference, rng):
     trusted_smollm(reference)  # the trusted side first: its failure is the grader's, never a 0
     ids = _ids(encoded_prompt(PROMPTS[0]))
@@ -270,16 +359,8 @@ def test_generate(student, reference, rng):
     cached = _generated(student, ids, n, calls_cached, temperature=0.0, use_cache=True)
     full = _generated(student, ids, n, calls_full, temperature=0.0, use_cache=False)
     what = f"generate(SmolLM2, a chat prompt of {T} tokens, {n}, temperature=0.0"
-    # How the model was driven, seen from its calls: with the cache, the prompt once, then one token per call, the
-    # cache passed every time; without it, the whole sequence at every step, no cache.
-    expected_calls = {True: [[T, True]] + [[1, True]] * (n - 1), False: [[T + k, False] for k in range(n)]}
     for use_cache, calls in ((True, calls_cached), (False, calls_full)):
-        if [list(c) for c in calls] != expected_calls[use_cache]:
-            shown = ", ".join(f"{c[0]} position(s){' with a cache' if c[1] else ''}" for c in calls[:4])
-            raise AssertionError(f"{what}, use_cache={use_cache}): the model was called {len(calls)} times ({shown}"
-                                 f"{', ...' if len(calls) > 4 else ''}); expected "
-                                 + ("the prompt once through a KVCache, then one new token per call with the same cache"
-                                    if use_cache else "the whole sequence at every step, without a cache"))
+        _calls_as_specified([list(c) for c in calls], T, n, use_cache, f"{what}, use_cache={use_cache})")
     for tokens, cache in ((cached, True), (full, False)):
         if tokens.shape[1] != ids.shape[1] + n:
             raise AssertionError(f"{what}, use_cache={cache}): expected {n} new tokens (no eos_id given); found "
@@ -288,15 +369,6 @@ def test_generate(student, reference, rng):
     if not np.array_equal(cached, full):
         raise AssertionError(f"{what}): the tokens with the cache {cached[0, ids.shape[1]:].tolist()} differ from those "
                              f"without it {full[0, ids.shape[1]:].tolist()}")
-    # eos_id: the answer ends with <|im_end|>; stopping right after it
-    stop_at = int(cached[0, ids.shape[1] + 2])
-    stopped = _generated(student, ids, n, temperature=0.0, eos_id=stop_at)
-    first = int(np.argmax(cached[0, ids.shape[1]:] == stop_at)) + 1  # new tokens up to the first stop_at
-    if stopped.shape[1] != ids.shape[1] + first:
-        raise AssertionError(f"{what}, eos_id={stop_at}) (a token your greedy answer reaches at step {first}): expected "
-                             f"generation to stop right after it, {first} new tokens; found "
-                             f"{stopped.shape[1] - ids.shape[1]}")
     answer = _generated(student, ids, 40, temperature=0.0, eos_id=EOS)
     if answer.shape[1] < ids.shape[1] + 40 and int(answer[0, -1]) != EOS:
         raise AssertionError(f"generate(..., eos_id={EOS}): it stopped before 40 tokens without ending on eos_id")
-    _expect_sampling(student, reference, rng)

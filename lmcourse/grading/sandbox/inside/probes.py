@@ -1419,8 +1419,9 @@ def call_with_module(module, *, fn: str, cls: str, init_kwargs=None, state_dict=
     function that takes a model (a measurement of its gradients, say), in eval mode (as `call_method`). Arrays
     become tensors; torch's generator is seeded with `seed` before the call. no_builtin_rnn=True
     (no_builtin_attention=True) refuses PyTorch's own recurrent layers (attention) while it runs.
-    record_inputs=True: returns ``{"result": ..., "inputs": [array or None per call of the model]}``, the first
-    tensor each call of the model was given (what a generate fed its model: the context it cropped)."""
+    record_inputs=True: returns ``{"result": ..., "inputs": [array or None per call of the model], "cached": [bool
+    per call]}``, the first tensor each call of the model was given (what a generate fed its model: the context it
+    cropped) and whether a cache came with it (a second argument, or ``cache=``, not None)."""
     torch = _torch()
     f = _get(module, fn, "function")
     obj = _for_use(instantiate(module, cls, init_kwargs, state_dict, seed))
@@ -1429,18 +1430,19 @@ def call_with_module(module, *, fn: str, cls: str, init_kwargs=None, state_dict=
         return f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
     if not isinstance(obj, torch.nn.Module):
         raise WrongResult(f"{cls} is not a torch.nn.Module")
-    inputs = []
+    inputs, cached = [], []
 
     def seen(_module, call_args, call_kwargs):
         tensors = _flat_tensors(list(call_args) + list(call_kwargs.values()))
         inputs.append(to_array(tensors[0]) if tensors else None)
+        cached.append((call_args[1] if len(call_args) > 1 else call_kwargs.get("cache")) is not None)
 
     handle = obj.register_forward_pre_hook(seen, with_kwargs=True)
     try:
         result = f(obj, *to_tensor(list(args or ())), **to_tensor(dict(kwargs or {})))
     finally:
         handle.remove()
-    return {"result": result, "inputs": inputs}
+    return {"result": result, "inputs": inputs, "cached": cached}
 
 
 @probe
