@@ -162,16 +162,22 @@ def test_real_cache(student, reference):
                 "KVCache, against the reference's whole forward")
 
 
+def _prompt_then_tokens(tokens, ids, what):
+    """`tokens`, untrusted, as generate's (1, T + k) ids that begin with the prompt `ids`."""
+    if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.dtype.kind not in "iu":
+        raise AssertionError(f"{what}: expected a (1, T + n) tensor of token ids; found "
+                             f"{getattr(tokens, 'shape', type(tokens).__name__)}")
+    if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
+        raise AssertionError(f"{what}: the output must begin with the prompt")
+    return tokens
+
+
 def _generated(student, ids, n, calls=None, **kwargs):
     """The tokens of the student's generate on SmolLM2; `calls`, a list, receives the model's calls meanwhile."""
     found = student.probe("pretrained", cls="Llama", init_kwargs=SMOLLM2, ids=ids, generate_fn="generate",
                           generate_kwargs=dict(max_new_tokens=n, **kwargs), **MODULE_RULES)
-    tokens = found.get("tokens") if isinstance(found, dict) else None
-    if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.dtype.kind not in "iu":
-        raise AssertionError(f"generate(model, prompt (1, {ids.shape[1]}), {n}, ...): expected a (1, T + n) tensor of "
-                             f"token ids; found {getattr(tokens, 'shape', type(tokens).__name__)}")
-    if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
-        raise AssertionError(f"generate(model, prompt (1, {ids.shape[1]}), {n}): the output must begin with the prompt")
+    tokens = _prompt_then_tokens(found.get("tokens") if isinstance(found, dict) else None, ids,
+                                 f"generate(model, prompt (1, {ids.shape[1]}), {n}, ...)")
     if calls is not None:
         calls.extend(found.get("calls") or [])
     return tokens
@@ -287,12 +293,7 @@ def _small_generate(student, w, ids, n, **kwargs):
             f"{n}" + "".join(f", {k}={v}" for k, v in kwargs.items()) + ")")
     out = student.probe("call_with_module", fn="generate", cls="Llama", init_kwargs=SAMPLER, state_dict=w,
                         args=[ids, n], kwargs=kwargs, record_inputs=True, timeout=60, **MODULE_RULES)
-    tokens = out.get("result") if isinstance(out, dict) else None
-    if not isinstance(tokens, np.ndarray) or tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.dtype.kind not in "iu":
-        raise AssertionError(f"{what}: expected a (1, T + n) tensor of token ids; found "
-                             f"{getattr(tokens, 'shape', type(tokens).__name__)}")
-    if tokens.shape[1] < ids.shape[1] or not np.array_equal(tokens[:, :ids.shape[1]], ids):
-        raise AssertionError(f"{what}: the output must begin with the prompt")
+    tokens = _prompt_then_tokens(out.get("result") if isinstance(out, dict) else None, ids, what)
     inputs, cached = out.get("inputs") or [], out.get("cached") or []
     calls = [[int(x.shape[-1]) if isinstance(x, np.ndarray) else -1, bool(c)] for x, c in zip(inputs, cached)]
     return tokens, calls, what
