@@ -217,3 +217,25 @@ def test_a_model_called_for_use_is_in_eval_mode():
     assert torch.equal(first, second)  # the same weights (seed 0), and no dropout: in training mode they differ
     model = Dropping()
     assert not torch.equal(*(model(torch.from_numpy(ids))[0] for _ in range(2)))
+
+
+def test_weights_that_do_not_fit_the_layout_are_named_not_a_runtime_error():
+    """The grader's load of the instructions' weights into a student's module that names or shapes a layer
+    otherwise is the student's layout, said in the instructions' words (issue #40, class 7), not PyTorch's
+    RuntimeError from load_state_dict as if the student's code had raised it."""
+
+    class Renamed(nn.Module):
+        def __init__(self, d=3):
+            super().__init__()
+            self.embed = nn.Embedding(5, d)  # the layout's name is `embedding`
+            self.output = nn.Linear(d, 4)  # the layout's shape is (5, d)
+
+        def forward(self, ids):
+            return self.output(self.embed(ids))
+
+    module = types.SimpleNamespace(Renamed=Renamed)
+    weights = {k: v.detach().numpy() for k, v in Counter().state_dict().items()}
+    with pytest.raises(probes.WrongResult, match=r"your Renamed has embed.weight, which the layout does not; it has "
+                                                 r"no embedding.weight; output.weight is \(4, 3\), expected \(5, 3\)"):
+        probes.run_local("module_forward", module, cls="Renamed", state_dict=weights,
+                         inputs=[np.zeros((1, 2), dtype=np.int64)])

@@ -180,8 +180,31 @@ def instantiate(module, cls: str, init_kwargs=None, state_dict=None, seed=None, 
         if not isinstance(obj, torch.nn.Module):
             raise WrongResult(f"{cls} is not a torch.nn.Module, so weights cannot be loaded into it")
         sd = {k: to_tensor(v) for k, v in state_dict.items()}
-        obj.load_state_dict(sd, strict=strict)
+        try:
+            obj.load_state_dict(sd, strict=strict)
+        except RuntimeError:  # the student's layout, said in the instructions' words, not as their code's error
+            raise WrongResult(f"the grader loads its weights into your {cls} by the names and shapes of the "
+                              f"instructions' layout, and could not: {_layout_difference(obj, sd, strict)}; name and "
+                              "shape the layers as the instructions do") from None
     return obj
+
+
+def _layout_difference(obj, given: dict, strict: bool) -> str:
+    """What stops ``obj.load_state_dict(given)``: names missing, names unexpected, shapes that differ."""
+    own = {k: tuple(v.shape) for k, v in obj.state_dict().items()}
+    shape = {k: tuple(getattr(v, "shape", ())) for k, v in given.items()}
+    parts = []
+    missing = [k for k in own if k not in shape]
+    unexpected = [k for k in shape if k not in own]
+    if strict and missing:
+        parts.append(f"your {type(obj).__name__} has {', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}, "
+                     "which the layout does not")
+    if strict and unexpected:
+        parts.append(f"it has no {', '.join(unexpected[:4])}{', ...' if len(unexpected) > 4 else ''}")
+    differ = [f"{k} is {own[k]}, expected {shape[k]}" for k in own if k in shape and own[k] != shape[k]]
+    if differ:
+        parts.append("; ".join(differ[:3]))
+    return "; ".join(parts) or "its load_state_dict refused them"
 
 
 # --------------------------------------------------------------------------- #
