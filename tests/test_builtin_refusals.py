@@ -598,3 +598,23 @@ def test_an_honest_gc_collect_or_simple_namespace_is_not_a_finding():
     assert set(rules.scan("import gc\ngc.get_objects()\nimport types\ntypes.FunctionType\n")) == {
         "gc.get_objects", "types.FunctionType"}
     assert "from gc import get_referrers" in rules.scan("from gc import get_referrers\n")
+
+
+@pytest.mark.slow
+def test_a_rule_finding_reaches_lmcourse_check(tmp_path):
+    """A student sees a rule's finding before submitting (issue #40, class 6): `lmcourse check` runs the visible
+    checks, and a visible check that needs the rule says which construct of which cell it found."""
+    from pathlib import Path
+
+    from lmcourse.grading import grade_notebook
+    from lmcourse.instructor.testing import submission_from_solution
+
+    root = Path(__file__).resolve().parent.parent
+    cheat = {"scaled_dot_product_attention": "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                                             "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None\n"}
+    nb = submission_from_solution(root, "04-attention", tmp_path, replace=cheat)
+    r = grade_notebook(root, "04-attention", nb, tier="cpu", visible_only=True, hints=[])
+    named = [t["output"] for t in r["tests"] if t["visibility"] == "visible" and t["score"] == 0
+             and "your answer cells use `.scaled_dot_product_attention` (line 2 of cell "
+                 "'scaled_dot_product_attention')" in t.get("output", "")]
+    assert named, [(t["name"], t.get("output", "")[:200]) for t in r["tests"]]
