@@ -215,9 +215,10 @@ def _probabilities(reference, w, ids, temperature):
     return torch.softmax(last / temperature, dim=-1).numpy()
 
 
-def _own_logits(student, w, ids):
+def _own_logits(student, w, ids, reference=None):
     """The student's own Llama(**SAMPLER) with weights w on ids (1, T): its logits (T, V). What generate is checked
-    against, so that a fault of the model (graded by the module checks) is never reported as one of generate."""
+    against, so that a fault of the model (graded by the module checks) is never reported as one of generate; but
+    only once they equal the reference's (a stub model's constant logits would let any generate pass)."""
     out = student.probe("module_forward", cls="Llama", init_kwargs=SAMPLER, state_dict=w, inputs=[ids], grad=False,
                         **MODULE_RULES)
     logits = out.get("outputs", [None])[0] if isinstance(out, dict) and out.get("outputs") else None
@@ -226,6 +227,17 @@ def _own_logits(student, w, ids):
         raise AssertionError(f"Llama({', '.join(f'{k}={v}' for k, v in SAMPLER.items())}) on a prompt of "
                              f"{ids.shape[1]} tokens: expected finite logits (1, {ids.shape[1]}, "
                              f"{SAMPLER['vocab_size']}); found {getattr(logits, 'shape', type(logits).__name__)}")
+    if reference is not None:
+        import torch
+
+        trusted = reference.Llama(**SAMPLER)
+        trusted.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+        with torch.no_grad():
+            expected = trusted.eval()(torch.from_numpy(ids))[0].numpy()
+        if not np.allclose(logits[0], expected, rtol=0.0, atol=1e-3 * max(1.0, float(np.abs(expected).max()))):
+            raise AssertionError("generate is checked on a small random Llama, and your Llama's logits there differ "
+                                 "from the reference's with the same weights: fix Llama first (its own check says "
+                                 "where); this check then grades generate")
     return logits[0].astype(np.float64)
 
 
@@ -249,7 +261,7 @@ def _expect_sampling(student, reference, rng):
         expected = _probabilities(reference, w, ids, TEMPERATURE)
         if 0.5 * np.abs(expected - _probabilities(reference, w, ids, 1.0)).sum() >= MIN_GAP and expected.max() < 0.9:
             break
-    expected = _softmax(_own_logits(student, w, ids)[-1] / TEMPERATURE)  # your model's distribution
+    expected = _softmax(_own_logits(student, w, ids, reference)[-1] / TEMPERATURE)  # your model's distribution
     what = (f"generate(a random Llama(vocab_size={SAMPLER['vocab_size']}, ...), a prompt of 5 tokens, 1, "
             f"temperature={TEMPERATURE}, generator=...)")
     kw = dict(fn="generate", cls="Llama", init_kwargs=SAMPLER, state_dict=w, args=[ids, 1],
@@ -329,7 +341,7 @@ def test_generate_small(student, reference, rng):
         _calls_as_specified(calls, T, n, use_cache, what)
         if tokens.shape[1] != T + n:
             raise AssertionError(f"{what}: expected {n} new tokens (no eos_id given); found {tokens.shape[1] - T}")
-        logits = _own_logits(student, w, tokens[:, :-1])  # your model's logits[t] predict token t + 1
+        logits = _own_logits(student, w, tokens[:, :-1], reference)  # your model's logits[t] predict token t + 1
         for t in range(T, tokens.shape[1]):
             row, chosen = logits[t - 1], int(tokens[0, t])
             if not 0 <= chosen < row.shape[0] or row[chosen] < row.max() - 1e-4 * max(1.0, float(np.abs(row).max())):
