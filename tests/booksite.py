@@ -1,7 +1,7 @@
 """The built book, shared by test_book.py, test_browser.py and test_leaks.py.
 
-The book is built once per test process (and once across pytest-xdist
-workers, thanks to a file lock and the execution cache): `lmcourse book
+The book is built once per test run (the first pytest-xdist worker to need
+it builds it under a file lock; the others read its verdict): `lmcourse book
 --no-assign --check` into the standard book/_build/, so that `make test`
 after `make book` (or the other way round) re-executes no chapter.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -55,13 +56,23 @@ def built_book() -> BuiltBook:
     """Build the book (checked mode: every warning fails) and remember the result."""
     BUILD.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "lmcourse.cli", "book", "--no-assign", "--check"]
+    # pytest-xdist gives every worker of one run the same id: the first worker's build serves them all
+    # (a second build, chapters from the execution cache, still cost a CI core 75 s of Sphinx).
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    shared = BUILD / f".test-build-{run}.json" if run else None
     with open(BUILD / ".test-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time across xdist workers
+        if shared is not None and shared.exists():
+            return BuiltBook(**json.loads(shared.read_text()))
+        for stale in BUILD.glob(".test-build-*.json"):  # earlier runs' verdicts
+            stale.unlink()
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, env=mirror_env(), capture_output=True, text=True)
         seconds = time.perf_counter() - start
-    log = proc.stdout + proc.stderr
-    (BUILD / "test-build.log").write_text(log)
+        log = proc.stdout + proc.stderr
+        (BUILD / "test-build.log").write_text(log)
+        if shared is not None:
+            shared.write_text(json.dumps({"returncode": proc.returncode, "log": log, "seconds": seconds}))
     return BuiltBook(proc.returncode, log, seconds)
 
 
