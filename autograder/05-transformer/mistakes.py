@@ -148,6 +148,11 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         Edit("            y = self.ln1(y + self.self_attn(y, mask=self_mask))\n", "            y = self.ln1(y)\n",
              why="no self-attention: causal by construction, each position blind to the tokens before it")],
         (DECODER, FORWARD, PROPERTIES, GREEDY)),
+    # a transformer whose decoder stack does nothing is causal too (issue #40, class 4)
+    "Transformer's decoder runs none of its blocks": ("Transformer", Edit(
+        "        for block in self.decoder:\n            y = block(y, memory, self_mask, memory_mask)\n", "",
+        why="embeddings straight to the output layer: causal, and blind to the source"),
+        (FORWARD, PROPERTIES)),
     # train/eval mode (issue #40, class 3)
     "train_transformer returns the model in training mode": ("train_transformer", Edit(
         "    return model.cpu().eval()", "    return model.cpu()", why="the instructions ask for eval mode"),
@@ -258,6 +263,9 @@ HINTS: dict[str, str] = {
         "gradients faster than PyTorch's default and uses a smaller epsilon.",
     "train_transformer ignores its lr argument":
         "Check that your training function uses the learning rate it is called with, not a value of its own.",
+    "Transformer's decoder runs none of its blocks":
+        "Check that decode passes the target through every decoder block: the embeddings alone go straight to "
+        "the output layer, which keeps every position causal but reads neither the source nor the tokens before.",
     "DecoderBlock without its masked self-attention":
         "Check that each decoder block lets a position read the target tokens before it: the masked "
         "self-attention sublayer comes first, then cross-attention to the source, then the feed-forward.",

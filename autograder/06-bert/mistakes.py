@@ -244,6 +244,13 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         "lambda s: min(1.0, (s + 1) / warmup) * (1 - s / steps))\n    y = ",
         "lambda s: 1 - s / steps)\n    y = ", why="decay only"),
         (FT_STEPS,)),
+    # train/eval mode (issue #40, class 3)
+    "pretrain_mlm returns the model in training mode": ("pretrain_mlm", Edit(
+        "    return model.cpu().eval()\n", "    return model.cpu()\n", why="the instructions ask for eval mode"),
+        (PRE_STEPS,)),
+    "fine_tune returns the model in training mode": ("fine_tune", Edit(
+        "    return model.cpu().eval()\n", "    return model.cpu()\n", why="the instructions ask for eval mode"),
+        (FT_STEPS,)),
     # the device (issue #40, class 1): right on a laptop, an error on a GPU
     "mask_tokens makes its special ids on the CPU": ("mask_tokens", Edit(
         "torch.as_tensor(list(special_ids), dtype=ids.dtype, device=ids.device)",
@@ -386,6 +393,12 @@ HINTS: dict[str, str] = {
     "fine_tune without the warm-up":
         "Check the learning rate of the first steps: the schedule warms up linearly over warmup steps before it "
         "decays, so the new head's first large gradients do not wreck the pretrained encoder.",
+    "pretrain_mlm returns the model in training mode":
+        "Check the mode of the model pretrain_mlm hands back: a trained model is used in eval mode, and the "
+        "specification asks you to switch it before returning it.",
+    "fine_tune returns the model in training mode":
+        "Check the mode of the classifier fine_tune hands back: it is evaluated next, and the specification asks "
+        "for eval mode, switched before returning it.",
     "mask_tokens makes its special ids on the CPU":
         "Check where the tensor of special ids you compare with is made: a new tensor lands on the CPU unless you "
         "ask for the device of the ids, and on a GPU the comparison then fails.",
