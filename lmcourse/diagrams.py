@@ -8,7 +8,7 @@ drift out of date with its notation.
 
 One colour per role, the same in every diagram: grey for tokens, blue for
 embeddings, orange for hidden states, purple for gates, green for what the
-model outputs. Each function draws on a given or new axes in data
+model outputs, white for a whole sublayer and yellow for a normalisation. Each function draws on a given or new axes in data
 coordinates with an equal aspect (circles stay round), hides the frame, and
 returns the axes.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 # No matplotlib.use() here, for the same reason as in lmcourse.plots.
 import matplotlib.pyplot as plt
-from matplotlib.patches import Circle, FancyBboxPatch
+from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 
 # role -> (fill, edge)
 COLOURS = {
@@ -26,6 +26,8 @@ COLOURS = {
     "state": ("#fde3c8", "#d9822b"),
     "gate": ("#e7dcf3", "#7b52ae"),
     "output": ("#dcefd8", "#3d8b37"),
+    "layer": ("#ffffff", "#444444"),  # a whole sublayer (attention, feed-forward), drawn as one box
+    "norm": ("#fff4c2", "#b8860b"),   # a normalisation
 }
 WIRE = "#444444"  # arrows and lines that carry a vector
 WEIGHT = "#b03a2e"  # labels that name a weight matrix
@@ -79,6 +81,16 @@ def _junction(ax, xy):
 
 def _label(ax, xy, text, colour=WEIGHT, ha="left", va="center", fontsize=SMALL):
     ax.text(*xy, text, ha=ha, va=va, fontsize=fontsize, color=colour)
+
+
+def _column(ax, x, boxes, height=0.6):
+    """Boxes (y, text, role, width) drawn bottom to top at `x`, each joined to the next by an arrow;
+    returns their heights."""
+    for (y, text, role, width), above in zip(boxes, [*boxes[1:], None]):
+        _box(ax, (x, y), text, role, width=width, height=height)
+        if above is not None:
+            _arrow(ax, (x, y + height / 2), (x, above[0] - height / 2))
+    return [y for y, *_ in boxes]
 
 
 def unrolled_rnn(ax=None, steps=4):
@@ -234,4 +246,141 @@ def feedforward_lm(ax=None, context=3, d_embed=4):
     _arrow(ax, (centre, rows["scores"] + 0.3), (centre, rows["prob"] - 0.3))
     _label(ax, (centre + 0.1, (rows["scores"] + rows["prob"]) / 2), "softmax", colour=WIRE)
     _box(ax, (centre, rows["prob"]), rf"$P(w_t \mid w_{{t-{context}:t-1}})$", "output", width=3.0)
+    return ax
+
+
+def norm_placement(ax=None):
+    """One residual sublayer in the two places a transformer can normalise, side by side.
+
+    Left, post-norm (Vaswani et al., 2017): the sum of the residual and the
+    sublayer's output is normalised, so the stream itself passes through every
+    LN above it. Right, pre-norm (GPT-2 on): only the sublayer's input is
+    normalised, and the residual path from $X$ to $X'$ carries nothing but an
+    addition, which is why its gradient keeps an identity term at any depth.
+    """
+    ax = _canvas(ax, (-1.7, 8.4), (-0.45, 6.35), inches_per_unit=0.62)
+    panels = [(0.0, "post-norm (2017)", r"$X' = \mathrm{LN}(X + \mathrm{Sublayer}(X))$", False),
+              (5.2, "pre-norm (GPT-2 on)", r"$X' = X + \mathrm{Sublayer}(\mathrm{LN}(X))$", True)]
+    for x0, title, formula, pre in panels:
+        side = x0 + 1.7  # the branch through the sublayer
+        plus = 3.6 if pre else 2.9  # where the branch rejoins the stream
+        ax.text(x0 + 0.85, 6.05, title, ha="center", va="center", fontsize=FONT, weight="bold")
+        ax.text(x0 + 0.85, 5.45, formula, ha="center", va="center", fontsize=SMALL)
+        _box(ax, (x0, 0.0), r"$X$", "state", width=0.8)
+        ax.plot([x0, x0], [0.3, 0.8], color=WIRE, lw=1.3)
+        _junction(ax, (x0, 0.8))
+        _arrow(ax, (x0, 0.8), (x0, plus - 0.22))  # the residual path
+        ax.text(x0 - 0.15, (0.8 + plus) / 2, "residual", ha="right", va="center", fontsize=SMALL, color="#888888",
+                style="italic", rotation=90)
+        if pre:
+            _wire(ax, [(x0, 0.8), (side, 0.8), (side, 1.45)])
+            _box(ax, (side, 1.75), "LN", "norm", width=0.8)
+            _arrow(ax, (side, 2.05), (side, 2.45))
+            _box(ax, (side, 2.75), r"$\mathrm{Sublayer}$", "layer", width=1.8)
+            _wire(ax, [(side, 3.05), (side, plus), (x0 + 0.22, plus)])
+        else:
+            _wire(ax, [(x0, 0.8), (side, 0.8), (side, 1.45)])
+            _box(ax, (side, 1.75), r"$\mathrm{Sublayer}$", "layer", width=1.8)
+            _wire(ax, [(side, 2.05), (side, plus), (x0 + 0.22, plus)])
+        _operator(ax, (x0, plus), "+")
+        if pre:
+            _arrow(ax, (x0, plus + 0.22), (x0, 4.3))
+        else:
+            _arrow(ax, (x0, plus + 0.22), (x0, 3.3))
+            _box(ax, (x0, 3.6), "LN", "norm", width=0.8)
+            _arrow(ax, (x0, 3.9), (x0, 4.3))
+        _box(ax, (x0, 4.6), r"$X'$", "state", width=0.8)
+    return ax
+
+
+def attention_seq2seq(ax=None, source=("3", "1", "4", "<EOS>"), weights=(0.82, 0.07, 0.05, 0.06)):
+    """The encoder-decoder with attention of Unit 4, at one decoder step t.
+
+    Bottom left, the encoder's GRU reads the source and keeps every state
+    $\\bar{\\mathbf{h}}_j$; bottom right, the decoder's GRU reads <BOS> and the
+    target so far. At step t the decoder's state $\\mathbf{h}_t$ is the query:
+    its dot product with each encoder state, through a softmax, gives the
+    weights $a_{tj}$ (drawn as the lines' widths), the context
+    $\\mathbf{c}_t$ is the weighted sum of the encoder states, and
+    $\\tanh(W_c[\\mathbf{c}_t; \\mathbf{h}_t])$ feeds the output layer, eq. (attn-luong).
+    `weights` are illustrative, one per source token: the third step of
+    reversing "314" has read <BOS>, "4" and "1", and looks up the "3".
+    """
+    if len(weights) != len(source):
+        raise ValueError(f"one weight per source token: {len(source)} tokens, {len(weights)} weights")
+    S, dx = len(source), 1.45
+    enc_x = [dx * j for j in range(S)]
+    dec_x = [enc_x[-1] + 2.1 + dx * t for t in range(3)]
+    token_y, state_y, context_y, out_y, top = 0.3, 1.9, 3.9, 5.2, 6.35
+    ax = _canvas(ax, (-0.9, dec_x[-1] + 2.0), (-0.8, top + 0.35), inches_per_unit=0.62)
+    ax.text((enc_x[0] + enc_x[-1]) / 2, -0.05 + token_y - 0.55, "encoder (reads the source)", ha="center",
+            va="center", fontsize=SMALL, color="#888888", style="italic")
+    ax.text((dec_x[0] + dec_x[-1]) / 2, -0.05 + token_y - 0.55, "decoder (reads <BOS> and the target so far)",
+            ha="center", va="center", fontsize=SMALL, color="#888888", style="italic")
+    for j, (x, token) in enumerate(zip(enc_x, source)):
+        _box(ax, (x, token_y), token, "token", width=1.0 if token.startswith("<") else 0.6)
+        _arrow(ax, (x, token_y + 0.3), (x, state_y - 0.3))
+        _box(ax, (x, state_y), rf"$\bar{{\mathbf{{h}}}}_{{{j + 1}}}$", "state", width=0.75)
+        if j:
+            _arrow(ax, (enc_x[j - 1] + 0.375, state_y), (x - 0.375, state_y))
+    for t, (x, token) in enumerate(zip(dec_x, ["<BOS>", "4", "1"])):
+        _box(ax, (x, token_y), token, "token", width=1.0 if token.startswith("<") else 0.6)
+        _arrow(ax, (x, token_y + 0.3), (x, state_y - 0.3))
+        _box(ax, (x, state_y), rf"$\mathbf{{h}}_{{{t + 1}}}$" if t < 2 else r"$\mathbf{h}_t$", "state", width=0.75)
+        start = enc_x[-1] + 0.375 if t == 0 else dec_x[t - 1] + 0.375
+        _arrow(ax, (start, state_y), (x - 0.375, state_y))
+    # step t: the context, a weighted sum of the encoder states
+    cx = enc_x[-1] + 0.9
+    _box(ax, (cx, context_y), r"$\mathbf{c}_t = \sum_j a_{tj}\,\bar{\mathbf{h}}_j$", "embedding", width=2.3)
+    for x, a in zip(enc_x, weights):
+        ax.plot([x, cx - 0.6 + 1.2 * (x - enc_x[0]) / max(enc_x[-1] - enc_x[0], 1e-9)],
+                [state_y + 0.3, context_y - 0.3], color=COLOURS["embedding"][1], lw=0.6 + 6 * a,
+                solid_capstyle="butt")
+    t_x = dec_x[-1]
+    _wire(ax, [(t_x - 0.375, state_y + 0.15), (t_x - 0.9, state_y + 0.15), (t_x - 0.9, context_y),
+               (cx + 1.15, context_y)])
+    _label(ax, (t_x - 0.85, (state_y + context_y) / 2 + 0.1), "query", colour=WIRE)
+    _label(ax, (cx + 1.3, context_y + 0.55), r"$a_{tj} = \mathrm{softmax}_j(\mathbf{h}_t^\top \bar{\mathbf{h}}_j)$",
+           colour=WEIGHT)
+    # the combination and the prediction
+    _box(ax, (t_x, out_y), r"$\tilde{\mathbf{h}}_t = \tanh(W_c[\mathbf{c}_t; \mathbf{h}_t])$", "gate", width=3.5)
+    _arrow(ax, (t_x, state_y + 0.3), (t_x, out_y - 0.3))
+    _wire(ax, [(cx, context_y + 0.3), (cx, out_y), (t_x - 1.75, out_y)])
+    _arrow(ax, (t_x, out_y + 0.3), (t_x, top - 0.25))
+    ax.text(t_x + 1.9, top, r"$p(y_t \mid y_{<t}, x_{1:S}) = \mathrm{softmax}(W_o \tilde{\mathbf{h}}_t + \mathbf{b}_o)_{y_t}$",
+            ha="right", va="center", fontsize=FONT)
+    return ax
+
+
+def transformer_stacks(ax=None):
+    """The encoder-decoder transformer of Unit 5: two stacks of layers, joined by cross-attention.
+
+    Left, the encoder: the source's embeddings plus positions pass through
+    $N_\\text{enc}$ layers of self-attention and a feed-forward network; its
+    last states are the memory. Right, the decoder: the target so far (after
+    <BOS>) passes through $N_\\text{dec}$ layers of masked self-attention,
+    cross-attention (queries from the decoder, keys and values from the
+    memory) and a feed-forward network, then the output layer. Every sublayer
+    sits in a residual connection with a LayerNorm (see `norm_placement`).
+    """
+    enc, dec = 0.0, 5.4
+    ax = _canvas(ax, (-2.5, 8.4), (-0.45, 8.05), inches_per_unit=0.6)
+    encoder = _column(ax, enc, [(0.0, "source ids", "token", 1.7), (1.15, "embedding + position", "embedding", 3.3),
+                                (2.5, "self-attention", "layer", 2.2), (3.6, "feed-forward", "layer", 2.2),
+                                (5.05, "memory", "state", 1.5)])
+    ax.add_patch(Rectangle((enc - 1.45, 1.95), 2.9, 2.0, fill=False, ec="#888888", ls="--", lw=1.1))
+    ax.text(enc - 1.6, 2.95, r"$\times N_\mathrm{enc}$", ha="right", va="center", fontsize=FONT)
+    _column(ax, dec, [(0.0, "<BOS> + target so far", "token", 3.4), (1.15, "embedding + position", "embedding", 3.3),
+                      (2.5, "masked self-attention", "layer", 3.2), (3.6, "cross-attention", "layer", 3.2),
+                      (4.7, "feed-forward", "layer", 3.2), (6.15, "linear + softmax", "output", 2.4)])
+    ax.add_patch(Rectangle((dec - 1.8, 1.95), 3.6, 3.1, fill=False, ec="#888888", ls="--", lw=1.1))
+    ax.text(dec + 1.95, 3.5, r"$\times N_\mathrm{dec}$", ha="left", va="center", fontsize=FONT)
+    _arrow(ax, (dec, 6.45), (dec, 7.3))
+    ax.text(dec, 7.6, r"$p(y_t \mid y_{<t}, \mathrm{source})$", ha="center", va="center", fontsize=FONT)
+    # the memory reaches every decoder layer's cross-attention as its keys and values
+    memory = encoder[-1]
+    _wire(ax, [(enc + 0.75, memory), (2.45, memory), (2.45, 3.6), (dec - 1.6, 3.6)])
+    _label(ax, (2.57, 4.3), "keys,\nvalues", colour=WIRE)
+    ax.text(enc, 5.7, "(every decoder layer reads it)", ha="center", va="center", fontsize=SMALL,
+            color="#888888", style="italic")
     return ax

@@ -30,6 +30,15 @@ DIAGRAMS = {
     "feedforward_lm": (lambda: diagrams.feedforward_lm(context=3),
                        [r"w_{t-3}", r"w_{t-1}", "$E$", r"\tanh(W\mathbf{x} + \mathbf{b})", r"U\mathbf{h}",
                         r"P(w_t \mid w_{t-3:t-1})"]),
+    "attention_seq2seq": (diagrams.attention_seq2seq,
+                          [r"\bar{\mathbf{h}}_{1}", r"\mathbf{h}_t", r"\mathbf{c}_t", r"W_c[\mathbf{c}_t; \mathbf{h}_t]",
+                           r"\mathrm{softmax}_j", "query", "<BOS>", "<EOS>"]),
+    "transformer_stacks": (diagrams.transformer_stacks,
+                           ["self-attention", "masked self-attention", "cross-attention", "feed-forward", "memory",
+                            r"N_\mathrm{enc}", r"N_\mathrm{dec}", "<BOS>", "keys"]),
+    "norm_placement": (diagrams.norm_placement,
+                       ["post-norm", "pre-norm", r"\mathrm{LN}(X + \mathrm{Sublayer}(X))",
+                        r"X + \mathrm{Sublayer}(\mathrm{LN}(X))", "LN", "residual", "X'"]),
 }
 
 

@@ -263,12 +263,12 @@ HINTS: dict[str, str] = {
         "gradients faster than PyTorch's default and uses a smaller epsilon.",
     "train_transformer ignores its lr argument":
         "Check that your training function uses the learning rate it is called with, not a value of its own.",
-    "Transformer's decoder runs none of its blocks":
-        "Check that decode passes the target through every decoder block: the embeddings alone go straight to "
-        "the output layer, which keeps every position causal but reads neither the source nor the tokens before.",
     "DecoderBlock without its masked self-attention":
         "Check that each decoder block lets a position read the target tokens before it: the masked "
         "self-attention sublayer comes first, then cross-attention to the source, then the feed-forward.",
+    "Transformer's decoder runs none of its blocks":
+        "Check that decode passes the target through every decoder block: the embeddings alone go straight to "
+        "the output layer, which keeps every position causal but reads neither the source nor the tokens before.",
     "train_transformer returns the model in training mode":
         "Check the mode of the model your training function hands back: a trained model is used in eval mode, "
         "and the specification asks you to switch it before returning it.",

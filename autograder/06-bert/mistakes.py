@@ -246,10 +246,10 @@ VARIANTS: dict[str, tuple[str, Edit | list[Edit], tuple[str, ...]]] = {
         (FT_STEPS,)),
     # train/eval mode (issue #40, class 3)
     "pretrain_mlm returns the model in training mode": ("pretrain_mlm", Edit(
-        "    return model.cpu().eval()\n", "    return model.cpu()\n", why="the instructions ask for eval mode"),
+        "    return model.cpu().eval()", "    return model.cpu()", why="the instructions ask for eval mode"),
         (PRE_STEPS,)),
     "fine_tune returns the model in training mode": ("fine_tune", Edit(
-        "    return model.cpu().eval()\n", "    return model.cpu()\n", why="the instructions ask for eval mode"),
+        "    return model.cpu().eval()", "    return model.cpu()", why="the instructions ask for eval mode"),
         (FT_STEPS,)),
     # the device (issue #40, class 1): right on a laptop, an error on a GPU
     "mask_tokens makes its special ids on the CPU": ("mask_tokens", Edit(
