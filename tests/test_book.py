@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from booksite import HTML, ROOT, built_book, mirror_env
+from booksite import BUILD, HTML, ROOT, built_book, mirror_env
+from lmcourse import claims
 
 pytestmark = pytest.mark.slow
 
@@ -220,3 +222,22 @@ def test_the_book_modules_share_one_worker_under_make_test():
     assert readers == set(BOOK_MODULES)
     assert {scope_of(f"{m}::test_x", m) for m in BOOK_MODULES} == {"the built book"}
     assert scope_of("tests/test_cli.py::test_x", "tests/test_cli.py") == "tests/test_cli.py"
+
+
+# The fewest claims (lmcourse.claims) each chapter must record: a chapter whose prose states what its build
+# computes backs those sentences; a claim deleted by accident (or a chapter that stopped recording) fails here.
+MIN_CLAIMS = {"05-transformer": 25}
+
+
+def test_the_prose_claims_hold_on_this_build(book):
+    """Every sentence backed by a claim holds on the numbers this build computed (and `lmcourse book` says so)."""
+    if book.returncode != 0:
+        pytest.skip("the book does not build; see test_book_builds_with_no_warnings")
+    found = claims.collect(BUILD / "jupyter_execute")
+    per_chapter = Counter(c.chapter for c in found)
+    short = {chapter: per_chapter[chapter] for chapter, n in MIN_CLAIMS.items() if per_chapter[chapter] < n}
+    assert not short, f"chapters recording fewer claims than they back (chapter: found): {short}"
+    keys = Counter((c.chapter, c.key) for c in found)
+    assert not [k for k, n in keys.items() if n > 1], "a claim key used twice in one chapter"
+    assert not claims.report(found), "the prose states what this build did not compute:\n" + claims.report(found)
+    assert f"prose claims: {len(found)} of {len(found)} hold" in book.log
