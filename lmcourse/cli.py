@@ -130,6 +130,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return instructor_cli.report(_course_root(args), args)
 
 
+def cmd_similarity(args: argparse.Namespace) -> int:
+    from lmcourse.instructor import cli as instructor_cli
+
+    return instructor_cli.similarity(_course_root(args), args)
+
+
 def cmd_mistakes(args: argparse.Namespace) -> int:
     from lmcourse.instructor import cli as instructor_cli
 
@@ -258,6 +264,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not match the known mistakes (the first run grades each of them once: minutes)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_report)
+
+    p = instructors("similarity", help="(instructors) which submissions share code, graded function by graded "
+                                          "function: an HTML page of the closest pairs side by side, and CSV")
+    p.add_argument("assignment", help="assignment id, e.g. 04-attention")
+    p.add_argument("submissions", type=Path, help="folder of <student>.ipynb or <student>/<id>/<id>.ipynb")
+    p.add_argument("--out", type=Path, required=True, help="output folder (index.html, pairs.csv, functions.csv, "
+                                                           "students.csv)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="list a pair when one of its functions matches at least this share (default 0.8)")
+    p.add_argument("--no-solution", action="store_true", help="do not compare with the instructor's solution")
+    p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.set_defaults(func=cmd_similarity)
 
     p = instructors("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")

@@ -88,6 +88,31 @@ def leaderboard(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def similarity(root: Path, args: argparse.Namespace) -> int:
+    """Which submissions share code (see :mod:`lmcourse.instructor.similarity`)."""
+    from lmcourse.errors import CommandError
+    from lmcourse.instructor import similarity as sim
+
+    known(root, args.assignment)
+    if not args.submissions.is_dir():
+        raise CommandError(f"{args.submissions}: no such folder (expected a folder of <student>.ipynb or "
+                           f"<student>/{args.assignment}/{args.assignment}.ipynb)")
+    threshold = sim.THRESHOLD if args.threshold is None else args.threshold
+    if not 0 < threshold <= 1:
+        raise CommandError(f"--threshold {threshold}: a share between 0 and 1, e.g. 0.8")
+    result = sim.run(root, args.assignment, args.submissions, args.out, threshold=threshold,
+                     with_solution=not args.no_solution)
+    students = [p for p in result.parties if p.name != sim.SOLUTION]
+    print(f"{len(students)} submissions, {len(result.unreadable())} not compared; {len(result.pairs)} pairs share "
+          f"code, {len(result.flagged())} at or above {threshold:.0%} ({result.seconds:.1f} s)")
+    for pair in result.flagged()[:10]:
+        print(f"  {pair.score:.0%}  {pair.a} and {pair.b}: " + ", ".join(m.unit for m in pair.flagged(threshold)))
+    for party in result.unreadable():
+        print(f"  not compared: {party.name}: {party.problem}")
+    print(f"page: {Path(args.out) / 'index.html'}")
+    return 0
+
+
 def report(root: Path, args: argparse.Namespace) -> int:
     """What a graded cohort got wrong (see :mod:`lmcourse.instructor.cohort`)."""
     import sys
