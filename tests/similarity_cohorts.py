@@ -8,6 +8,98 @@ otherwise honest notebook) and the untouched release. The code is parsed and fin
 
 from __future__ import annotations
 
+import ast
+import builtins
+import copy
+from pathlib import Path
+
+import nbformat
+
+from lmcourse.course import Course
+from lmcourse.grading import notebook as nbmod
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def release_of(unit: str):
+    return Course(ROOT).assignment(unit).load_release()
+
+
+def replace_definitions(cell_source: str, code: dict[str, str], reverse: bool = False) -> str:
+    """The release's answer cell with the definitions named in `code` replaced (the others kept as stubs)."""
+    tree = ast.parse(cell_source)
+    lines = cell_source.splitlines()
+    pieces, last = [], 0
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    for node in defs:
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        pieces.append(("keep", "\n".join(lines[last:first])))
+        pieces.append(("def", code.get(node.name, "\n".join(lines[first:node.end_lineno])).strip("\n")))
+        last = node.end_lineno
+    pieces.append(("keep", "\n".join(lines[last:])))
+    if reverse:
+        order = [p for p in pieces if p[0] == "def"][::-1]
+        pieces = [order.pop(0) if kind == "def" else (kind, text) for kind, text in pieces]
+    return "\n\n".join(text for _, text in pieces if text.strip()) + "\n"
+
+
+def notebook(unit: str, answers: dict[str, str], path: Path, reverse: bool = False) -> Path:
+    nb = copy.deepcopy(release_of(unit))
+    for cell in nb.cells:
+        if nbmod.role(cell) == "solution" and nbmod.stub_names(cell) & set(answers):
+            cell["source"] = replace_definitions(nbmod.cell_source(cell), answers, reverse)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.from_dict(nb), path)
+    return path
+
+
+class Rename(ast.NodeTransformer):
+    """Renames every local name and argument (not the graded names, the release's globals or builtins)."""
+
+    def __init__(self, keep: set[str]):
+        self.keep, self.names = keep, {}
+
+    def _new(self, name: str) -> str:
+        if name in self.keep:
+            return name
+        return self.names.setdefault(name, f"x{len(self.names)}")
+
+    def visit_Name(self, node):
+        node.id = self._new(node.id)
+        return node
+
+    def visit_arg(self, node):
+        node.arg = self._new(node.arg)
+        return node
+
+    def visit_ClassDef(self, node):  # methods in another order
+        self.generic_visit(node)
+        node.body = node.body[::-1]
+        return node
+
+
+def disguised(code: str, keep: set[str]) -> str:
+    """Renamed, comments and docstrings gone, reformatted by ast.unparse, methods reordered."""
+    tree = Rename(keep).visit(ast.parse(code))
+    return ast.unparse(tree)
+
+
+def keep_names(unit: str) -> set[str]:
+    release = release_of(unit)
+    given = set()
+    for cell in release.cells:
+        if cell.get("cell_type") == "code" and nbmod.role(cell) != "solution":
+            given |= nbmod.defined_names(nbmod.cell_source(cell))
+            try:
+                for node in ast.walk(ast.parse(nbmod.comment_magics(nbmod.cell_source(cell)))):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        given |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            except SyntaxError:
+                pass
+    return given | nbmod.answer_names(release) | set(dir(builtins)) | {"self", "super"}
+
+
+
 HONEST = {
     "04-attention": {
         "ana": {

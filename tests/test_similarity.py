@@ -8,9 +8,6 @@ instructor's solution is a party too.
 
 from __future__ import annotations
 
-import ast
-import builtins
-import copy
 import csv
 import os
 from pathlib import Path
@@ -18,92 +15,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lmcourse.course import Course
 from lmcourse.grading import notebook as nbmod
 from lmcourse.instructor import similarity as sim
-from similarity_cohorts import HONEST
+from similarity_cohorts import HONEST, disguised, keep_names, notebook, release_of
 
 ROOT = Path(__file__).resolve().parent.parent
 # The function lifted whole into an otherwise empty notebook, per unit: a long one and a middle-sized one.
 LIFTED = {"04-attention": "MultiHeadAttention", "01-ngrams": "ngram_counts"}
-
-
-def _release(unit: str):
-    return Course(ROOT).assignment(unit).load_release()
-
-
-def _replace_definitions(cell_source: str, code: dict[str, str], reverse: bool = False) -> str:
-    """The release's answer cell with the definitions named in `code` replaced (the others kept as stubs)."""
-    tree = ast.parse(cell_source)
-    lines = cell_source.splitlines()
-    pieces, last = [], 0
-    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-    for node in defs:
-        first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-        pieces.append(("keep", "\n".join(lines[last:first])))
-        pieces.append(("def", code.get(node.name, "\n".join(lines[first:node.end_lineno])).strip("\n")))
-        last = node.end_lineno
-    pieces.append(("keep", "\n".join(lines[last:])))
-    if reverse:
-        order = [p for p in pieces if p[0] == "def"][::-1]
-        pieces = [order.pop(0) if kind == "def" else (kind, text) for kind, text in pieces]
-    return "\n\n".join(text for _, text in pieces if text.strip()) + "\n"
-
-
-def _notebook(unit: str, answers: dict[str, str], path: Path, reverse: bool = False) -> Path:
-    nb = copy.deepcopy(_release(unit))
-    for cell in nb.cells:
-        if nbmod.role(cell) == "solution" and nbmod.stub_names(cell) & set(answers):
-            cell["source"] = _replace_definitions(nbmod.cell_source(cell), answers, reverse)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nbformat.from_dict(nb), path)
-    return path
-
-
-class _Rename(ast.NodeTransformer):
-    """Renames every local name and argument (not the graded names, the release's globals or builtins)."""
-
-    def __init__(self, keep: set[str]):
-        self.keep, self.names = keep, {}
-
-    def _new(self, name: str) -> str:
-        if name in self.keep:
-            return name
-        return self.names.setdefault(name, f"x{len(self.names)}")
-
-    def visit_Name(self, node):
-        node.id = self._new(node.id)
-        return node
-
-    def visit_arg(self, node):
-        node.arg = self._new(node.arg)
-        return node
-
-    def visit_ClassDef(self, node):  # methods in another order
-        self.generic_visit(node)
-        node.body = node.body[::-1]
-        return node
-
-
-def _disguised(code: str, keep: set[str]) -> str:
-    """Renamed, comments and docstrings gone, reformatted by ast.unparse, methods reordered."""
-    tree = _Rename(keep).visit(ast.parse(code))
-    return ast.unparse(tree)
-
-
-def _keep(unit: str) -> set[str]:
-    release = _release(unit)
-    given = set()
-    for cell in release.cells:
-        if cell.get("cell_type") == "code" and nbmod.role(cell) != "solution":
-            given |= nbmod.defined_names(nbmod.cell_source(cell))
-            try:
-                for node in ast.walk(ast.parse(nbmod.comment_magics(nbmod.cell_source(cell)))):
-                    if isinstance(node, (ast.Import, ast.ImportFrom)):
-                        given |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            except SyntaxError:
-                pass
-    return given | nbmod.answer_names(release) | set(dir(builtins)) | {"self", "super"}
 
 
 @pytest.fixture(scope="module", params=sorted(HONEST))
@@ -113,17 +31,17 @@ def cohort(request, tmp_path_factory):
     subs = folder / "submitted"
     honest = HONEST[unit]
     for student, answers in honest.items():
-        _notebook(unit, answers, subs / f"{student}.ipynb")
-    keep = _keep(unit)
+        notebook(unit, answers, subs / f"{student}.ipynb")
+    keep = keep_names(unit)
     # rena: ana's notebook renamed, reformatted and reordered, in the nbgrader layout
-    _notebook(unit, {n: _disguised(c, keep) for n, c in honest["ana"].items()},
+    notebook(unit, {n: disguised(c, keep) for n, c in honest["ana"].items()},
               subs / "rena" / unit / f"{unit}.ipynb", reverse=True)
-    _notebook(unit, {LIFTED[unit]: honest["ana"][LIFTED[unit]]}, subs / "dora.ipynb")  # one function lifted
-    _notebook(unit, {}, subs / "eve.ipynb")  # the release, untouched
+    notebook(unit, {LIFTED[unit]: honest["ana"][LIFTED[unit]]}, subs / "dora.ipynb")  # one function lifted
+    notebook(unit, {}, subs / "eve.ipynb")  # the release, untouched
     (subs / "finn.ipynb").write_text('{"cells": [')  # not a notebook
     os.symlink(subs / "ana.ipynb", subs / "gus.ipynb")  # a link to another student's work
     marker = folder / "ran"
-    _notebook(unit, honest["ben"], subs / "hal.ipynb")
+    notebook(unit, honest["ben"], subs / "hal.ipynb")
     hal = nbformat.read(subs / "hal.ipynb", as_version=4)
     for cell in hal.cells:  # code that would leave a mark if anything ran it
         if nbmod.role(cell) == "solution":
@@ -147,6 +65,8 @@ def test_the_copies_rank_first_and_the_honest_pairs_stay_below(cohort):
     assert [{p.a, p.b} for p in result.pairs[:4]] == flagged  # the copies are the top of the ranking
     renamed = _pair(result, "ana", "rena")
     assert renamed.score > 0.9 and len(renamed.flagged(result.threshold)) >= 3
+    ranking = [{p.a, p.b} for p in result.pairs]
+    assert ranking.index({"ana", "rena"}) < ranking.index({"ana", "dora"})  # the whole notebook before one function
     lifted = _pair(result, "ana", "dora")
     assert [m.unit for m in lifted.flagged(result.threshold)] == [LIFTED[unit]]
     honest = ["ana", "ben", "chen", sim.SOLUTION]
@@ -180,22 +100,49 @@ def test_the_page_shows_each_copied_region_side_by_side_and_the_csv_ranks_pairs(
     assert page.count("<mark>") >= 2 * len(result.flagged())
     assert "<script" not in page and "http" not in page  # self-contained: no remote asset, nothing run
     rows = list(csv.DictReader(open(folder / "out" / "pairs.csv")))
-    scores = [float(r["score"]) for r in rows]
-    assert scores == sorted(scores, reverse=True) and len(rows) == len(result.pairs)
+    assert [int(r["rank"]) for r in rows] == list(range(1, len(result.pairs) + 1))
+    flags, at = [r["flagged"] for r in rows], [int(r["units_at_threshold"]) for r in rows]
+    assert flags == sorted(flags, reverse=True) and at == sorted(at, reverse=True)  # copies of more units first
     assert {frozenset((r["student_a"], r["student_b"])) for r in rows if r["flagged"] == "1"} == \
         {frozenset((p.a, p.b)) for p in result.flagged()}
     units = list(csv.DictReader(open(folder / "out" / "functions.csv")))
-    assert units and {r["unit"] for r in units} <= nbmod.answer_names(_release(unit))
+    assert units and {r["unit"] for r in units} <= nbmod.answer_names(release_of(unit))
 
 
 def test_the_command_line(tmp_path, capsys):
     from lmcourse import cli
 
     subs = tmp_path / "subs"
-    _notebook("04-attention", HONEST["04-attention"]["ana"], subs / "ana.ipynb")
-    _notebook("04-attention", HONEST["04-attention"]["ana"], subs / "bo.ipynb")
+    notebook("04-attention", HONEST["04-attention"]["ana"], subs / "ana.ipynb")
+    notebook("04-attention", HONEST["04-attention"]["ana"], subs / "bo.ipynb")
     assert cli.main(["similarity", "04-attention", str(subs), "--out", str(tmp_path / "out")]) == 0
     said = capsys.readouterr().out
     assert "2 submissions, 0 not compared" in said and "ana and bo" in said and (tmp_path / "out" / "index.html").exists()
     assert cli.main(["similarity", "04-attention", str(tmp_path / "nope"), "--out", str(tmp_path / "o2")]) != 0
     assert cli.main(["similarity", "04-attention", str(subs), "--out", str(tmp_path / "o3"), "--threshold", "3"]) != 0
+
+
+def test_a_posted_solution_copied_by_much_of_the_class_still_shows(tmp_path):
+    """Four of six students hand in the solution, disguised: its code is then an idiom between students (more
+    than a quarter hold it), and each of them is still listed against the solution."""
+    unit, subs = "04-attention", tmp_path / "subs"
+    keep = keep_names(unit)
+    solution = sim.solution_units(ROOT, unit)
+    assert set(solution) == nbmod.answer_names(release_of(unit))
+    for student in ("ana", "ben"):
+        notebook(unit, HONEST[unit][student], subs / f"{student}.ipynb")
+    copiers = ["kim", "lea", "max", "ned"]
+    for student in copiers:
+        notebook(unit, {u: disguised(code, keep) for u, code in solution.items()}, subs / f"{student}.ipynb")
+    result = sim.run(ROOT, unit, subs, tmp_path / "out")
+    against_solution = {p.a if p.b == sim.SOLUTION else p.b for p in result.flagged() if sim.SOLUTION in (p.a, p.b)}
+    assert against_solution == set(copiers)
+    assert not any({"ana", "ben"} & {p.a, p.b} for p in result.flagged())
+
+
+def test_a_page_of_many_pairs_shows_the_closest_and_points_to_the_csv(cohort, monkeypatch):
+    _, result, folder = cohort
+    monkeypatch.setattr(sim, "PAGE_PAIRS", 2)
+    page = sim._page(result)
+    assert page.count("<div class='side'>") == sum(len(p.flagged(result.threshold)) for p in result.flagged()[:2])
+    assert f"the other {len(result.flagged()) - 2} are in pairs.csv" in page

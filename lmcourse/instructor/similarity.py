@@ -23,8 +23,9 @@ How. copydetect (Hansen's implementation of winnowing) tokenises each unit with 
 one letter and every string by another, drops comments and whitespace, and fingerprints the result in
 `NOISE`-character windows: renamed variables, reordered functions, rewritten comments and reformatting change
 nothing; reordered statements inside a function only cut the matching regions into pieces. A pair's score is its
-most similar unit (the larger of the two shares of matching code); the page shows every pair at or above the
-threshold, the copies ranked first.
+most similar unit (the larger of the two shares of matching code); pairs are ranked by how many of their units
+reach the threshold (a notebook copied whole before one function lifted), then by that score and by the share of
+all their code that matches. The page shows every pair at or above the threshold.
 
 Student code is never run: notebooks are read as the grader reads them (in a child process with a memory and
 time budget, `lmcourse.grading.bounded`), parsed with `ast`, and tokenised. A notebook that cannot be read (not
@@ -50,6 +51,7 @@ THRESHOLD = 0.8        # a pair is listed on the page when one of its units matc
 MIN_CHARACTERS = 80    # a unit with less filtered code (after the release and the idioms are removed) is not judged
 COMMON_SHARE = 0.25    # a fingerprint in more than this share of the cohort's versions of a unit is an idiom
 SOLUTION = "(solution)"
+PAGE_PAIRS = 100       # pairs drawn side by side on the page (all of them are in pairs.csv and functions.csv)
 
 
 @dataclass
@@ -80,9 +82,11 @@ class Pair:
     a: str
     b: str
     matches: list[UnitMatch]
+    overall: float = 0.0  # share of all the judged code the two have in common units that matches (the larger side)
 
     @property
     def score(self) -> float:
+        """The most similar unit's share: one function lifted whole is as suspicious as a whole notebook."""
         return max((m.score for m in self.matches), default=0.0)
 
     def flagged(self, threshold: float) -> list[UnitMatch]:
@@ -192,21 +196,29 @@ def compare(assignment: str, parties: list[Party], release, *, threshold: float 
     students = [p for p in readable if p.name != SOLUTION]
     # An idiom: a fingerprint that more than COMMON_SHARE of the students' versions of a unit contain
     # (at least 3 of them, so that a small cohort's copies are not taken for idioms).
-    common: dict[str, set[int]] = {}
-    units = sorted({u for p in readable for u in p.units})
-    for unit in units:
+    idioms: dict[str, set[int]] = {}
+    for unit in sorted({u for p in readable for u in p.units}):
         counts = Counter(h for p in students if unit in p.units for h in _hashes(p.units[unit]))
-        holders = sum(unit in p.units for p in students)
-        limit = max(3, COMMON_SHARE * holders)
-        common[unit] = {h for h, n in counts.items() if n > limit}
-    prints = {(p.name, u): _fingerprint(code, boilerplate=np.array(sorted(release_hashes | common[u]), dtype=np.int64))
-              for p in readable for u, code in p.units.items()}
-    judged = {p.name: {u: int(prints[p.name, u].token_coverage) for u in p.units} for p in readable}
+        limit = max(3, COMMON_SHARE * sum(unit in p.units for p in students))
+        idioms[unit] = {h for h, n in counts.items() if n > limit}
+    boilerplate = lambda hashes: np.array(sorted(hashes), dtype=np.int64)
+    # Two prints of every unit: without the idioms, for student against student; with them, for student against
+    # the solution, so that a posted solution copied by much of the class (its code then an "idiom") still shows.
+    prints = {(p.name, u, False): _fingerprint(code, boilerplate(release_hashes | idioms[u]))
+              for p in students for u, code in p.units.items()}
+    prints |= {(p.name, u, True): _fingerprint(code, boilerplate(release_hashes))
+               for p in readable for u, code in p.units.items()}
+    judged = {p.name: {u: int(prints[p.name, u, p.name == SOLUTION].token_coverage) for u in p.units}
+              for p in readable}
     pairs = []
     for a, b in itertools.combinations(readable, 2):
+        with_solution = SOLUTION in (a.name, b.name)
+        shared = sorted(set(a.units) & set(b.units))
+        coverage = {(side.name, u): int(prints[side.name, u, with_solution].token_coverage)
+                    for side in (a, b) for u in shared}
         matches = []
-        for unit in sorted(set(a.units) & set(b.units)):
-            fa, fb = prints[a.name, unit], prints[b.name, unit]
+        for unit in shared:
+            fa, fb = prints[a.name, unit, with_solution], prints[b.name, unit, with_solution]
             if min(fa.token_coverage, fb.token_coverage) < MIN_CHARACTERS or not (fa.hashes & fb.hashes):
                 continue
             overlap, (share_a, share_b), (slices_a, slices_b) = compare_files(fa, fb)
@@ -215,8 +227,12 @@ def compare(assignment: str, parties: list[Party], release, *, threshold: float 
             matches.append(UnitMatch(unit, float(share_a), float(share_b), int(overlap),
                                      np.asarray(slices_a), np.asarray(slices_b)))
         if matches:
-            pairs.append(Pair(a.name, b.name, matches))
-    pairs.sort(key=lambda p: (-p.score, p.a, p.b))
+            judged_units = [u for u in shared if min(coverage[a.name, u], coverage[b.name, u]) >= MIN_CHARACTERS]
+            side_share = lambda side, share: (sum(getattr(m, share) * coverage[side, m.unit] for m in matches)
+                                              / max(1, sum(coverage[side, u] for u in judged_units)))
+            pairs.append(Pair(a.name, b.name, matches, max(side_share(a.name, "share_a"), side_share(b.name, "share_b"))))
+    # Most units at the threshold first (a whole notebook copied before one function), then the most code shared.
+    pairs.sort(key=lambda p: (-len(p.flagged(threshold)), -round(p.score, 3), -p.overall, p.a, p.b))
     return Comparison(assignment, parties, pairs, judged, threshold, time.perf_counter() - started)
 
 
@@ -230,12 +246,12 @@ def write(comparison: Comparison, out: Path) -> dict[str, Path]:
     paths = {name: out / name for name in ("index.html", "pairs.csv", "functions.csv", "students.csv")}
     with open(paths["pairs.csv"], "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student_a", "student_b", "score", "flagged", "units_compared", "units_at_threshold",
-                    "most_similar_unit"])
-        for p in comparison.pairs:
+        w.writerow(["rank", "student_a", "student_b", "score", "overall", "flagged", "units_sharing_code",
+                    "units_at_threshold", "most_similar_unit"])
+        for rank, p in enumerate(comparison.pairs, 1):
             best = max(p.matches, key=lambda m: m.score)
-            w.writerow([p.a, p.b, f"{p.score:.3f}", int(p.score >= comparison.threshold), len(p.matches),
-                        len(p.flagged(comparison.threshold)), best.unit])
+            w.writerow([rank, p.a, p.b, f"{p.score:.3f}", f"{p.overall:.3f}", int(p.score >= comparison.threshold),
+                        len(p.matches), len(p.flagged(comparison.threshold)), best.unit])
     with open(paths["functions.csv"], "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["student_a", "student_b", "unit", "share_a", "share_b", "matching_characters"])
@@ -288,15 +304,21 @@ def _page(c: Comparison) -> str:
         parts.append("</table>")
     parts.append(f"<h2>Pairs at or above {c.threshold:.0%} ({len(flagged)})</h2>")
     if flagged:
-        parts.append("<table><tr><th>rank</th><th>pair</th><th>score</th><th>units at the threshold</th></tr>")
-        for i, p in enumerate(flagged, 1):
+        parts.append("<table><tr><th>rank</th><th>pair</th><th>most similar unit</th><th>all shared units</th>"
+                     "<th>units at the threshold</th></tr>")
+        for i, p in enumerate(flagged[:PAGE_PAIRS], 1):
+            anchor = f"<a href='#pair-{i}'>"
             units = ", ".join(html.escape(m.unit) for m in p.flagged(c.threshold))
-            parts.append(f"<tr><td>{i}</td><td><a href='#pair-{i}'>{html.escape(p.a)} and {html.escape(p.b)}</a></td>"
-                         f"<td>{p.score:.0%}</td><td>{units}</td></tr>")
+            parts.append(f"<tr><td>{i}</td><td>{anchor}{html.escape(p.a)} and {html.escape(p.b)}</a></td>"
+                         f"<td>{p.score:.0%}</td><td>{p.overall:.0%}</td><td>{units}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p>None.</p>")
-    for i, p in enumerate(flagged, 1):
+    if len(flagged) > PAGE_PAIRS:
+        parts.append(f"<p>The {PAGE_PAIRS} closest pairs are shown below; the other {len(flagged) - PAGE_PAIRS} "
+                     f"are in pairs.csv and functions.csv. So many pairs at the threshold usually means one source "
+                     f"shared widely (a posted solution?): compare them with {html.escape(SOLUTION)} first.</p>")
+    for i, p in enumerate(flagged[:PAGE_PAIRS], 1):
         parts.append(f"<h2 id='pair-{i}'>{i}. {html.escape(p.a)} and {html.escape(p.b)}: {p.score:.0%}</h2>")
         for m in p.flagged(c.threshold):
             code_a, code_b = parties[p.a].units[m.unit], parties[p.b].units[m.unit]
@@ -313,11 +335,25 @@ def _page(c: Comparison) -> str:
 # ----------------------------------------------------------------------------- the command
 
 
+def solution_units(root: Path, assignment_id: str) -> dict[str, str]:
+    """The instructor's solution, unit by unit: its answer cells' definitions of what the release asks for."""
+    from lmcourse.course import Course
+    from lmcourse.grading import notebook as nbmod
+
+    assignment = Course(root).assignment(assignment_id)
+    answers = nbmod.answer_names(assignment.load_release())
+    units: dict[str, str] = {}
+    for cell in assignment.load_source().cells:
+        if cell.get("cell_type") == "code" and nbmod.role(cell) == "solution":
+            code = nbmod.comment_magics(nbmod.strip_markers(nbmod.cell_source(cell)))
+            units.update({u: c for u, c in (_definitions(code) or {}).items() if u in answers})
+    return units
+
+
 def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, threshold: float = THRESHOLD,
         with_solution: bool = True) -> Comparison:
     """Read every submission of `submissions` (the layouts `lmcourse grade` takes), compare, write to `out`."""
     from lmcourse.course import Course
-    from lmcourse.grading import notebook as nbmod
     from lmcourse.instructor.batch import find_submissions
 
     assignment = Course(root).assignment(assignment_id)
@@ -326,12 +362,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, thresho
     parties = [read_party(s.student, Path(s.path), release, assignment.release_relpath) for s in found]
     parties += [Party(entry, problem=f"skipped: {entry}") for entry in skipped]
     if with_solution and assignment.source_path.exists():
-        reference = nbmod.extract_reference(assignment.load_source())
-        units = {}
-        for code in reference.split("\n# ---- cell ")[1:]:
-            units.update(_definitions("\n".join(code.splitlines()[1:])) or {})
-        answers = nbmod.answer_names(release)
-        parties.append(Party(SOLUTION, units={u: s for u, s in units.items() if u in answers}))
+        parties.append(Party(SOLUTION, units=solution_units(root, assignment_id)))
     comparison = compare(assignment_id, parties, release, threshold=threshold)
     write(comparison, out)
     return comparison
