@@ -136,6 +136,13 @@ def cmd_similarity(args: argparse.Namespace) -> int:
     return instructor_cli.similarity(_course_root(args), args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from lmcourse.instructor import cli as instructor_cli
+
+    # --course is Canvas's course id here; the course folder is --course-root
+    return instructor_cli.export(_course_root(argparse.Namespace(course=args.course_root)), args)
+
+
 def cmd_mistakes(args: argparse.Namespace) -> int:
     from lmcourse.instructor import cli as instructor_cli
 
@@ -276,6 +283,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-solution", action="store_true", help="do not compare with the instructor's solution")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
     p.set_defaults(func=cmd_similarity)
+
+    p = instructors("export", help="(instructors) grades into the LMS: Canvas's gradebook import CSV (and its API), or "
+                                      "a generic CSV; a grader error is left empty, never 0")
+    p.add_argument("format", choices=["canvas", "csv"], help="canvas: the import file of Canvas's gradebook; csv: "
+                                                              "one row per student")
+    p.add_argument("assignment", help="assignment id, e.g. 04-attention")
+    p.add_argument("grades", type=Path, help="the --out folder of `lmcourse grade` (its grades.csv)")
+    p.add_argument("--out", type=Path, help="the CSV to write (with --url: optional)")
+    p.add_argument("--roster", type=Path, help="canvas: the course's gradebook as Canvas exports it (Gradebook > "
+                                               "Export): its students' ids and its assignment columns")
+    p.add_argument("--column", help="canvas: the roster's column for this assignment, 'Name (id)' or its id "
+                                    "(default: the only one whose name holds the assignment id)")
+    p.add_argument("--match", choices=["sis-login", "sis-user", "id", "name"], default="sis-login",
+                   help="canvas: the roster column a submission's student id is (default: sis-login)")
+    p.add_argument("--url", help="canvas: also post the scores through Canvas's API at this address "
+                                 "(token from $CANVAS_TOKEN, never from the command line)")
+    p.add_argument("--course", type=int, help="with --url: the Canvas course id")
+    p.add_argument("--course-root", dest="course_root", type=Path, help="course folder (default: this checkout)")
+    p.set_defaults(func=cmd_export)
 
     p = instructors("gradescope", help="(instructors) build a Gradescope autograder zip")
     p.add_argument("assignment", help="assignment id, e.g. 01-ngrams")

@@ -113,6 +113,53 @@ def similarity(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def export(root: Path, args: argparse.Namespace) -> int:
+    """Grades into the LMS (see :mod:`lmcourse.instructor.export`)."""
+    from lmcourse.errors import CommandError
+    from lmcourse.files import atomic_write
+    from lmcourse.instructor import export as ex
+
+    known(root, args.assignment)
+    grades = ex.read_grades(args.grades)
+    if args.format == "csv":
+        if not args.out:
+            raise CommandError("--out FILE: where to write the CSV")
+        atomic_write(args.out, ex.generic_csv(grades))
+        print(f"{len(grades)} students, {sum(g.score is None for g in grades)} not graded (left empty): {args.out}")
+        return 0
+    if not args.roster:
+        raise CommandError("--roster FILE: Canvas's gradebook export (Gradebook > Export > Export Entire Gradebook); "
+                           "it names each student's Canvas ids and the assignment's column")
+    if not args.out and not args.url:
+        raise CommandError("--out FILE (the import CSV), --url URL (Canvas's API), or both")
+    roster = ex.read_roster(args.roster)
+    column = roster.column(args.column, args.assignment)
+    matched = ex.match(grades, roster, args.match)
+    scored = sum(v is not None for v in matched.scores.values())
+    if args.out:
+        atomic_write(args.out, ex.canvas_csv(roster, column, matched, ex.points_possible(grades)))
+        print(f"{args.out}: {scored} scores in the column {column!r}; the other {len(roster.students) - scored} "
+              f"students' cells are left empty")
+    for g in matched.not_graded:
+        print(f"  {g.student}: not graded (grader-error): left empty; grade it again, then export again")
+    for g in matched.unmatched + matched.ambiguous:
+        how = "matches no one" if g in matched.unmatched else "matches more than one student"
+        print(f"  {g.student}: {how} in the roster's {ex.MATCH[args.match]!r} column: NOT exported "
+              f"(score {g.score}); fix the id or use --match")
+    if args.url:
+        import os
+
+        token = os.environ.get("CANVAS_TOKEN", "")
+        if not token or args.course is None:
+            raise CommandError("--url needs --course N and a token in $CANVAS_TOKEN (Canvas: Account > Settings > "
+                               "New access token)")
+        canvas_id = int(ex.ASSIGNMENT_COLUMN.match(column).group("id"))
+        sent = ex.push(args.url, token, args.course, canvas_id, matched.scores)
+        print(f"Canvas: {sent['sent']} scores posted to assignment {canvas_id} of course {args.course} "
+              f"(job {sent['progress']}: {sent['state']}); empty cells were not sent")
+    return 1 if matched.unmatched or matched.ambiguous else 0
+
+
 def report(root: Path, args: argparse.Namespace) -> int:
     """What a graded cohort got wrong (see :mod:`lmcourse.instructor.cohort`)."""
     import sys
