@@ -226,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-preflight", action="store_true",
                    help="skip grading the solution and the release on this machine first (not recommended)")
     p.add_argument("--course", type=Path, help="course folder (default: this checkout)")
+    p.add_argument("--term", type=Path, help="due dates and late policies (default: the course's term.toml, if any; "
+                                             "see the book's grading page)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     p.add_argument("--hints", choices=["compute", "cached", "off"], default=None,
                    help="the likely-cause hints of known mistakes: compute their signatures if not cached "

@@ -29,8 +29,11 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;pad
 """
 
 
-def feedback_html(result: Result | dict, student_id: str) -> str:
-    """A self-contained page: score, status, problems, one row per check (name, points, message)."""
+def feedback_html(result: Result | dict, student_id: str, late=None) -> str:
+    """A self-contained page: score, status, problems, one row per check (name, points, message).
+
+    late: the `lmcourse.instructor.late.Adjustment` of a submission graded under a due date (None: none).
+    """
     result = _as_result(result)
     e = html.escape
     rows = []
@@ -47,6 +50,10 @@ def feedback_html(result: Result | dict, student_id: str) -> str:
                        for p in result.problems)
     banner = "" if result.status == "ok" else f"<p class=status><b>{e(result.status)}</b>: {e(result.message)}</p>"
     score = f"<b>Score: {result.score:g} / {result.max_score:g}</b>"
+    if late is not None and result.graded:
+        when = f"handed in {late.submitted:%Y-%m-%d %H:%M} UTC ({late.source}); " if late.submitted else ""
+        score = (f"<b>Score: {late.score:g} / {result.max_score:g}</b> (the checks gave {result.score:g}; "
+                 f"{e(when)}{e(late.note)})")
     if not result.graded:  # the grader's failure: no score to show, and its reason (paths, nodes) is the instructor's
         score = "<b>Not graded yet</b>"
         banner = ("<p class=status><b>grader-error</b>: the grader failed on this submission; this is not a problem "

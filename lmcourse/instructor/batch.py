@@ -53,6 +53,7 @@ from lmcourse.course import load_release
 from lmcourse.files import TMP_SUFFIX, atomic_write
 from lmcourse.grading import signatures
 from lmcourse.grading.report import feedback_html
+from lmcourse.instructor import late as late_work
 from lmcourse.instructor import mistakes
 from lmcourse.instructor.gradebook import Gradebook
 from lmcourse.grading.result import Result, Status
@@ -353,24 +354,34 @@ def test_columns(results: list[Result]) -> list[str]:
     return names
 
 
-def write_grades_csv(out: Path, rows: list[tuple[str, Result]]) -> Path:
+LATE_COLUMNS = ["raw_score", "days_late", "late_days_used", "late_penalty", "submitted_at", "late_note"]
+
+
+def write_grades_csv(out: Path, rows: list[tuple[str, Result]], late: dict | None = None) -> Path:
+    """grades.csv; with `late` (student -> `late.Adjustment`, under a due date) the score is the adjusted one and
+    the raw score and the adjustment stand beside it."""
     cols = test_columns([r for _, r in rows])
+    extra = LATE_COLUMNS if late else []
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["student_id", "score", "max_score", "status", *cols])
+    w.writerow(["student_id", "score", "max_score", "status", *extra, *cols])
     for student, r in sorted(rows, key=lambda row: row[0]):
         if not r.graded:  # not graded: no score at all, only why
-            w.writerow([student, "", "", r.status, *[""] * len(cols)])
+            w.writerow([student, "", "", r.status, *[""] * (len(extra) + len(cols))])
             continue
         by_name = {t.name: t.score for t in r.tests}
-        w.writerow([student, f"{r.score:g}", f"{r.max_score:g}", r.status,
+        adj = (late or {}).get(student)
+        adjusted = [f"{r.score:g}", "", "", "", "", "no due date"] if late and adj is None else [] if not late else [
+            f"{adj.raw_score:g}", adj.days_late, adj.late_days_used, f"{adj.penalty:g}",
+            adj.submitted.isoformat(timespec="seconds") if adj.submitted else "", adj.note]
+        w.writerow([student, f"{adj.score if adj else r.score:g}", f"{r.max_score:g}", r.status, *adjusted,
                     *[f"{by_name[c]:g}" if c in by_name else "" for c in cols]])
     return atomic_write(Path(out) / "grades.csv", buf.getvalue())
 
 
 def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: int = 1, force: bool = False,
         tier: str = "cpu", gradebook: Path | None = None, progress: bool = True, log=print,
-        preflight: bool = True, hints: str | None = None) -> dict:
+        preflight: bool = True, hints: str | None = None, term: Path | None = None) -> dict:
     """Grade every submission in ``submissions`` into ``out``; return a summary dict.
 
     preflight: first grade the solution and the release on this machine (cached; see
@@ -378,6 +389,7 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     student's work is touched.
     hints: how to get the known mistakes' signatures for the feedback's likely causes
     (`mistakes.for_feedback`: "compute", "cached", "off"; None: ``$LMCOURSE_HINTS`` or compute).
+    term: the term's due dates and late policies (`lmcourse.instructor.late`; None: the course's term.toml, if any).
     """
     from tqdm import tqdm
 
@@ -415,10 +427,12 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
                 bar.update(1)
         finally:
             finished.close()  # an interrupted batch stops its runners now
+    # late work: computed again from the raw scores on every run, so never applied twice
+    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, done, out, term, log)
     if book:
         for student, result in done:  # idempotent: also covers grades skipped this run
-            _record(book, student, result, log)
-    csv_path = write_grades_csv(out, done)
+            _record(book, student, result, log, late.get(student))
+    csv_path = write_grades_csv(out, done, late)
     seconds = time.perf_counter() - started
     bad = [(s, r) for s, r in done if r.status != Status.OK]
     summary = {"graded": len(todo), "skipped": len(done) - len(todo), "total": len(done), "seconds": seconds,
@@ -435,9 +449,9 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
     return summary
 
 
-def _record(book: Gradebook, student: str, result: Result, log) -> None:
+def _record(book: Gradebook, student: str, result: Result, log, late=None) -> None:
     """Record one grade in the gradebook; a failure is reported and the batch goes on."""
     try:
-        book.record(student, result)
+        book.record(student, result, late)
     except Exception as err:  # the gradebook's problem, not the student's; their results.json stands
         log(f"  {student}: not recorded in the gradebook ({type(err).__name__}: {err})")

@@ -40,7 +40,8 @@ def grade(root: Path, args: argparse.Namespace) -> int:
         summary = batch.run(root, args.assignment, args.submissions, args.out, jobs=args.jobs, force=args.force,
                             tier=resolve_tier(args.tier), gradebook=args.gradebook,
                             progress=not getattr(args, "no_progress", False),
-                            preflight=not getattr(args, "no_preflight", False), hints=getattr(args, "hints", None))
+                            preflight=not getattr(args, "no_preflight", False), hints=getattr(args, "hints", None),
+                            term=getattr(args, "term", None))
     except (FileNotFoundError, GraderError) as err:
         raise CommandError(str(err)) from None
     return 1 if summary["grader_errors"] else 0
@@ -57,7 +58,7 @@ def _grade_on_slurm(root: Path, args: argparse.Namespace) -> int:
     try:
         if args.collect:
             summary = slurm.collect(root, args.assignment, args.submissions, args.out, gradebook=args.gradebook,
-                                    hints=getattr(args, "hints", None))
+                                    hints=getattr(args, "hints", None), term=getattr(args, "term", None))
             return 1 if summary["grader_errors"] or summary["queued"] or summary["unsubmitted"] else 0
         options = slurm.Options(partition=args.partition, gpus_per_task=args.gpus_per_task, time=args.time,
                                 cpus_per_task=args.cpus_per_task, mem=args.mem, max_running=args.max_running,

@@ -15,6 +15,8 @@ This adapter is the only module that talks to nbgrader's database; a batch
 
 from __future__ import annotations
 
+import datetime as dt
+
 import warnings
 from pathlib import Path
 
@@ -84,8 +86,12 @@ class Gradebook:
                                                 locked=bool(meta.get("locked")), source=nbmod.cell_source(cell),
                                                 checksum=meta.get("checksum") or compute_checksum(cell))
 
-    def record(self, student: str, result: Result) -> None:
-        """Record ``result`` as ``student``'s auto-grades; a ``grader-error`` (not a grade) is not recorded."""
+    def record(self, student: str, result: Result, late=None) -> None:
+        """Record ``result`` as ``student``'s auto-grades; a ``grader-error`` (not a grade) is not recorded.
+
+        late: the submission's `lmcourse.instructor.late.Adjustment`: its time and its penalty in points go where
+        nbgrader keeps them (the submission's timestamp, the notebook's late_submission_penalty).
+        """
         from nbgrader.api import MissingEntry
 
         if not result.graded:
@@ -105,4 +111,10 @@ class Gradebook:
                     continue  # manually graded answers (grade + solution) are left for formgrader
                 grade = gb.find_grade(gid, self.assignment, self.assignment, student)
                 grade.auto_score = float(cells.get(gid, {}).get("score", 0.0))
+            if late is not None:
+                submission = gb.find_submission(self.assignment, student)
+                if late.submitted is not None:
+                    submission.timestamp = late.submitted.astimezone(dt.timezone.utc).replace(tzinfo=None)
+                notebook = gb.find_submission_notebook(self.assignment, self.assignment, student)
+                notebook.late_submission_penalty = float(late.penalty)
             gb.db.commit()

@@ -63,6 +63,7 @@ from lmcourse.course import load_release
 from lmcourse.errors import GraderError
 from lmcourse.files import atomic_write
 from lmcourse.grading import signatures
+from lmcourse.instructor import late as late_work
 from lmcourse.instructor import mistakes
 from lmcourse.instructor.batch import (Runner, RunnerFailure, _record, find_submissions, runner_timeout, stored_result,
                                     submission_key, write_grades_csv, write_student_files)
@@ -549,7 +550,7 @@ def run_task(round_dir: Path, index: int) -> int:
 
 
 def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gradebook: Path | None = None,
-            log=print, hints: str | None = None) -> dict:
+            log=print, hints: str | None = None, term: Path | None = None) -> dict:
     """Merge the tasks' results into students/, grades.csv and the gradebook, as a local batch writes them.
 
     Rows: every submission graded (now or before) and every ``grader-error``
@@ -596,11 +597,12 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
     for student, result in new:
         signatures.attach(result, known)
         write_student_files(out, student, result)
+    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, rows, out, term, log)
     book = Gradebook(gradebook, root, assignment_id) if gradebook else None
     if book:
         for student, result in rows:
-            _record(book, student, result, log)
-    csv_path = write_grades_csv(out, rows)
+            _record(book, student, result, log, late.get(student))
+    csv_path = write_grades_csv(out, rows, late)
 
     bad = [(s, r) for s, r in rows if r.status != Status.OK]
     errors = sum(not r.graded for _, r in rows)
