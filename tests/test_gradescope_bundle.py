@@ -342,3 +342,29 @@ def test_a_grader_error_leaves_no_score(fixture_grader):
     assert FAILURE_BANNER in done.stdout and "grader-error" in done.stdout
     kept = json.loads((g.ag / "results" / "failed-results.json").read_text())
     assert kept["extra_data"]["status"] == "grader-error"
+
+
+def test_a_late_submission_loses_what_the_terms_policy_says(fresh_python, cache_dir, tmp_path):
+    """A course with a term.toml ships it; run_autograder applies it against Gradescope's submission time (its
+    metadata), from the raw score, and says so in the output; a term that names no due time falls back to
+    Gradescope's own (here, a student's extension)."""
+    course = tmp_path / "course"
+    shutil.copytree(FIXTURE, course, symlinks=True)
+    (course / "term.toml").write_text('[late]\npolicy = "penalty"\nper_day = 0.25\n\n'
+                                      '[due]\n"00-fixture" = "2027-01-25 23:59+00:00"\n')
+    g = Autograder(unpack(course, FIXTURE_ID, tmp_path / "autograder"), fresh_python, cache_dir)
+    meta = {"created_at": "2027-01-26T10:00:00+00:00", "assignment": {"due_date": "2027-02-01T00:00:00+00:00"},
+            "users": [{"name": "A", "assignment": {"due_date": None}}]}
+    submission_from_solution(course, FIXTURE_ID, g.submission())
+    (g.ag / "submission_metadata.json").write_text(json.dumps(meta))
+    done, result = g.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    check_schema(result)
+    assert result["score"] == 4.5 and result["extra_data"]["raw_score"] == 6  # 1 day late: -25% of 6
+    assert "Late work: 1 day(s) late" in result["output"] and result["extra_data"]["late"]["days_late"] == 1
+    (g.ag / "source" / "course" / "term.toml").write_text('[late]\npolicy = "cutoff"\n')  # no [due]: Gradescope's
+    meta["users"][0]["assignment"]["due_date"] = "2027-01-26T09:00:00+00:00"  # an extension, an hour short
+    (g.ag / "submission_metadata.json").write_text(json.dumps(meta))
+    submission_from_solution(course, FIXTURE_ID, g.submission())
+    done, result = g.run()
+    assert done.returncode == 0 and result["score"] == 0 and "after the cut-off" in result["output"]

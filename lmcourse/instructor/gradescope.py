@@ -185,6 +185,12 @@ code=$?
 [ "$code" -eq 0 ] && [ -s "$RESULTS" ] || failed "the grader stopped with exit status $code" "$(( code ? code : 1 ))"
 "$PY" -I -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["extra_data"].get("status") == "grader-error")' \\
     "$RESULTS" || failed "the grader reported a grader-error" 3
+
+# 4. Late work: the course's term.toml, if it ships one, against Gradescope's submission time.
+if [ -f "$COURSE/term.toml" ]; then
+    "$PY" -I -m lmcourse.instructor.late "$COURSE" "$ID" "$RESULTS" "$AG/submission_metadata.json" \\
+        || failed "the late policy could not be applied (term.toml, see above)"
+fi
 exit 0
 """
 
@@ -310,4 +316,9 @@ def build(root: Path, assignment_id: str, out: Path, *, hints: str | None = None
         if known:
             _write(z, f"course/autograder/{assignment_id}/{signatures.FILE}",
                    signatures.dumps(known, assignment=assignment_id))
+        from lmcourse.instructor import late
+
+        if (root / late.TERM_FILE).is_file():  # due dates and late policies (checked here, not on Gradescope)
+            late.load_term(root)
+            _write(z, f"course/{late.TERM_FILE}", (root / late.TERM_FILE).read_text())
     return out

@@ -67,6 +67,7 @@ class Term:
     due: dict[str, dt.datetime]  # assignment -> due time (aware)
     policies: dict[str, Policy]
     grace: dt.timedelta
+    default: Policy = Policy()  # [late]: the policy of an assignment the term gives no entry of its own
 
     @property
     def ledger_path(self) -> Path:
@@ -138,7 +139,7 @@ def load_term(root: Path, path: Path | None = None) -> Term | None:
             raise _problem(path, f"[due] {assignment}: no due time")
         due[assignment] = _when(path, table["due"], zone)
         policies[assignment] = _policy(path, table, default)
-    return Term(path, due, policies, dt.timedelta(minutes=float(data.get("grace_minutes", 0))))
+    return Term(path, due, policies, dt.timedelta(minutes=float(data.get("grace_minutes", 0))), default)
 
 
 def submission_time(notebook: Path) -> tuple[dt.datetime | None, str]:
@@ -250,3 +251,68 @@ def finish(root: Path, assignment: str, notebooks: dict[str, Path], rows: list, 
         f"{term.policies[assignment].policy}): {len(late)} of {len(adjustments)} late, "
         f"{sum(a.penalty > 0 for a in late)} lost points")
     return adjustments
+
+
+# ----------------------------------------------------------------------------- on Gradescope
+
+
+def gradescope(course: Path, assignment: str, results: Path, metadata: Path) -> str:
+    """Apply the term's policy to a Gradescope results.json, from Gradescope's submission_metadata.json.
+
+    The due time is term.toml's for this assignment, else the one Gradescope holds (a student's own extension
+    first). Late days cannot be counted across a term here (each submission is graded alone): under
+    ``late-days`` the days late are recorded and shown, the score is left as graded, and `lmcourse report` on
+    the course's export lists them. Returns the note written (empty when nothing applied).
+    """
+    term = load_term(course)
+    if term is None:
+        return ""
+    data = json.loads(Path(results).read_text())
+    extra = data.setdefault("extra_data", {})
+    if extra.get("status") == "grader-error":
+        return ""
+    try:
+        meta = json.loads(Path(metadata).read_text())
+        submitted = dt.datetime.fromisoformat(meta["created_at"])
+        own = [u.get("assignment", {}).get("due_date") for u in meta.get("users", [])]
+        gradescope_due = next((d for d in own if d), None) or meta.get("assignment", {}).get("due_date")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        submitted, gradescope_due = None, None
+    due = term.due.get(assignment) or (dt.datetime.fromisoformat(gradescope_due) if gradescope_due else None)
+    if due is None:
+        return ""
+    policy = term.policies.get(assignment, term.default)
+    raw = float(extra.get("raw_score", data.get("score", 0.0)))  # a regrade starts again from the raw score
+    top = float(extra.get("max_score", 0.0))
+    d = days_late(submitted, due, term.grace)
+    if submitted is None:
+        note, penalty = "the submission's time is not in Gradescope's metadata: no late policy applied", 0.0
+    elif d == 0:
+        note, penalty = "on time", 0.0
+    elif policy.policy == "cutoff":
+        note, penalty = f"{d} day(s) late, after the cut-off: 0 points", raw
+    elif policy.policy == "late-days":
+        note, penalty = f"{d} day(s) late: your instructor counts late days across the term", 0.0
+    elif policy.max_days is not None and d > policy.max_days:
+        note, penalty = f"{d} day(s) late, more than the {policy.max_days} accepted: 0 points", raw
+    else:
+        penalty = min(raw, policy.per_day * d * top)
+        note = f"{d} day(s) late ({policy.per_day:.0%} of the maximum each): -{penalty:g} points"
+    data["score"] = round(raw - penalty, 6)
+    extra["raw_score"] = raw
+    extra["late"] = {"submitted": submitted.isoformat() if submitted else "", "source": "Gradescope metadata",
+                     "days_late": d, "penalty": penalty, "note": note}
+    output = str(data.get("output", "")).split("\n\nLate work: ")[0]
+    data["output"] = f"{output}\n\nLate work: {note} (the checks gave {raw:g})."
+    atomic_write(results, json.dumps(data, indent=1))
+    return note
+
+
+if __name__ == "__main__":  # run_autograder: python -m lmcourse.instructor.late COURSE ID RESULTS METADATA
+    import sys
+
+    try:
+        print("late work:", gradescope(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])) or "none")
+    except CommandError as err:
+        print(f"late work: not applied: {err}")
+        sys.exit(1)
