@@ -146,3 +146,29 @@ def test_a_page_of_many_pairs_shows_the_closest_and_points_to_the_csv(cohort, mo
     page = sim._page(result)
     assert page.count("<div class='side'>") == sum(len(p.flagged(result.threshold)) for p in result.flagged()[:2])
     assert f"the other {len(result.flagged()) - 2} are in pairs.csv" in page
+
+
+def test_the_page_in_a_browser(cohort):
+    """Chromium at 1280 px: the ranked table and the highlighted regions are on screen; a screenshot is kept
+    (book/_build/instructor-screenshots/similarity-UNIT.png)."""
+    from lmcourse.instructor.slides import CHROMIUM_ARGS, chromium
+
+    unit, result, folder = cohort
+    binary = chromium()
+    if binary is None:
+        pytest.skip("Chromium is not installed (tools/ensure-system-deps.sh); test_browser.py says the same")
+    from playwright.sync_api import sync_playwright
+
+    shot = ROOT / "book" / "_build" / "instructor-screenshots" / f"similarity-{unit}.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=binary, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto((folder / "out" / "index.html").as_uri())
+        assert page.locator("#ranking tr").count() == len(result.flagged()) + 1
+        page.locator("#pair-1").scroll_into_view_if_needed()
+        assert page.locator("mark").first.is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scrolling
+        page.screenshot(path=str(shot), full_page=False)
+        browser.close()
+    assert shot.stat().st_size > 10_000

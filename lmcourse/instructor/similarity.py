@@ -272,7 +272,7 @@ def write(comparison: Comparison, out: Path) -> dict[str, Path]:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #1a1a1a; line-height: 1.45 }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem } td, th { border: 1px solid #bbb; padding: 0.25rem 0.6rem }
-th { background: #eef } .side { display: grid; grid-template-columns: 1fr 1fr; gap: 0.8rem }
+th { background: #eef } .side { display: grid; grid-template-columns: 1fr 1fr; gap: 0.8rem } .side > div { min-width: 0 }
 pre { background: #f6f6f6; padding: 0.6rem; overflow-x: auto; font-size: 0.85rem; border: 1px solid #ddd }
 mark { background: #ffe08a; color: #1a1a1a } h3 { margin-bottom: 0.2rem } .note { color: #444 }
 """
@@ -293,7 +293,7 @@ def _page(c: Comparison) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Similarity: {html.escape(c.assignment)}"
              f"</title><style>{_STYLE}</style></head><body>",
              f"<h1>Similarity between submissions: {html.escape(c.assignment)}</h1>",
-             f"<p class='note'>{n_students} submissions read ({len(c.unreadable())} could not be); each graded "
+             f"<p class='note'>{n_students} submissions ({len(c.unreadable())} could not be read); each graded "
              f"function or class compared with the same one of every other submission and of the instructor's "
              f"solution {html.escape(SOLUTION)}, after removing the release's code and the cohort's idioms. "
              f"A pair is listed when one of its units matches at {c.threshold:.0%} or more. Similar code is a "
@@ -304,7 +304,7 @@ def _page(c: Comparison) -> str:
         parts.append("</table>")
     parts.append(f"<h2>Pairs at or above {c.threshold:.0%} ({len(flagged)})</h2>")
     if flagged:
-        parts.append("<table><tr><th>rank</th><th>pair</th><th>most similar unit</th><th>all shared units</th>"
+        parts.append("<table id='ranking'><tr><th>rank</th><th>pair</th><th>most similar unit</th><th>all shared units</th>"
                      "<th>units at the threshold</th></tr>")
         for i, p in enumerate(flagged[:PAGE_PAIRS], 1):
             anchor = f"<a href='#pair-{i}'>"
