@@ -29,7 +29,8 @@ LAYOUT = ["lmcourse.grading." + m for m in (
 # `lmcourse.instructor`'s modules, as its docstring lists them (publishing, then grading a cohort top-down).
 INSTRUCTOR = ["lmcourse.instructor." + m for m in (
     "book", "slides", "lecture", "notes", "release", "leaks", "publish",
-    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "cohort", "mistakes", "preflight",
+    "cli", "slurm", "batch", "gradebook", "gradescope", "leaderboard", "cohort", "late", "similarity",
+    "export", "mistakes", "preflight",
     "testing")]
 
 

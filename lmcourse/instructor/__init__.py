@@ -20,13 +20,16 @@ Publishing the course:
 
 Grading a cohort (above :mod:`lmcourse.grading`, which grades one notebook):
 
-    cli         lmcourse grade | leaderboard | report | gradescope
+    cli         lmcourse grade | leaderboard | report | similarity | export | gradescope
     slurm       a folder on a Slurm cluster: one array task per submission, collected with batch's writers
     batch       a folder: runner processes in a thread pool; the only writer of results
     gradebook   nbgrader's SQLite gradebook (batch records each grade as it arrives)
     gradescope  the Gradescope bundle (setup.sh, run_autograder), the same runner
     leaderboard a graded cohort's verified training results, ranked (reads the batch's results.json)
     cohort      ``lmcourse report``: what a cohort got wrong (checks failed, known mistakes matched, errors, time)
+    late        term.toml: due dates and late policies, applied to the raw scores after grading
+    similarity  ``lmcourse similarity``: which submissions share code, graded function by graded function
+    export      ``lmcourse export``: grades into Canvas (its import CSV, its API) or a generic CSV
     mistakes    the known mistakes (autograder/<id>/mistakes.py): each graded once, its signature cached
     preflight   solution full marks, release zero, on this machine, before any student
     testing     honest and known-wrong submissions built from the solutions, for tests and the preflight

@@ -345,6 +345,13 @@ def write_student_files(out: Path, student: str, result: Result) -> None:
     result.write(dest / "results.json")
 
 
+def write_late_feedback(out: Path, rows: list[tuple[str, Result]], late: dict) -> None:
+    """Each student under a due date gets their feedback again, with what lateness did to the score."""
+    for student, result in rows:
+        if student in late:
+            atomic_write(student_dir(out, student) / "feedback.html", feedback_html(result, student, late=late[student]))
+
+
 def test_columns(results: list[Result]) -> list[str]:
     names: list[str] = []
     for r in results:
@@ -428,7 +435,8 @@ def run(root: Path, assignment_id: str, submissions: Path, out: Path, *, jobs: i
         finally:
             finished.close()  # an interrupted batch stops its runners now
     # late work: computed again from the raw scores on every run, so never applied twice
-    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, done, out, term, log)
+    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, done, term, log)
+    write_late_feedback(out, done, late)
     if book:
         for student, result in done:  # idempotent: also covers grades skipped this run
             _record(book, student, result, log, late.get(student))

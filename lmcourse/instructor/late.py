@@ -226,15 +226,12 @@ def adjust(term: Term, assignment: str, graded: dict[str, tuple[float, float, Pa
     return out
 
 
-def finish(root: Path, assignment: str, notebooks: dict[str, Path], rows: list, out: Path,
+def finish(root: Path, assignment: str, notebooks: dict[str, Path], rows: list,
            term_path: Path | None = None, log=print) -> dict[str, Adjustment]:
-    """After a batch: the late adjustment of every graded row, each graded student's feedback written again with it.
+    """After a batch: the late adjustment of every graded row (the batch writes it into grades.csv and the feedback).
 
     rows: (student, Result) as the batch collected them; notebooks: student -> the submission's path.
     """
-    from lmcourse.instructor.batch import student_dir
-    from lmcourse.grading.report import feedback_html
-
     term = load_term(root, term_path)
     if term is None or assignment not in term.due:
         if term_path is not None and term is None:
@@ -242,10 +239,6 @@ def finish(root: Path, assignment: str, notebooks: dict[str, Path], rows: list, 
         return {}
     graded = {s: (r.score, r.max_score, notebooks[s]) for s, r in rows if r.graded and s in notebooks}
     adjustments = adjust(term, assignment, graded)
-    for student, result in rows:
-        if student in adjustments:
-            atomic_write(student_dir(out, student) / "feedback.html",
-                         feedback_html(result, student, late=adjustments[student]))
     late = [a for a in adjustments.values() if a.days_late]
     log(f"late work ({term.path.name}, due {term.due[assignment]:%Y-%m-%d %H:%M %Z}, "
         f"{term.policies[assignment].policy}): {len(late)} of {len(adjustments)} late, "

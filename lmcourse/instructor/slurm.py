@@ -66,7 +66,7 @@ from lmcourse.grading import signatures
 from lmcourse.instructor import late as late_work
 from lmcourse.instructor import mistakes
 from lmcourse.instructor.batch import (Runner, RunnerFailure, _record, find_submissions, runner_timeout, stored_result,
-                                    submission_key, write_grades_csv, write_student_files)
+                                    submission_key, write_grades_csv, write_late_feedback, write_student_files)
 from lmcourse.grading.result import Result, Status
 from lmcourse.grading.runner import grader_fingerprint
 
@@ -597,7 +597,8 @@ def collect(root: Path, assignment_id: str, submissions: Path, out: Path, *, gra
     for student, result in new:
         signatures.attach(result, known)
         write_student_files(out, student, result)
-    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, rows, out, term, log)
+    late = late_work.finish(root, assignment_id, {s.student: Path(s.path) for s in subs}, rows, term, log)
+    write_late_feedback(out, rows, late)
     book = Gradebook(gradebook, root, assignment_id) if gradebook else None
     if book:
         for student, result in rows:
