@@ -72,6 +72,12 @@ def test_times_come_from_nbgrader_then_the_file(tmp_path):
     assert when == DUE + dt.timedelta(hours=5) and source == "nbgrader timestamp.txt"
     plain = _nb(tmp_path, "ben", DUE + dt.timedelta(days=1), stamp=False)
     assert late.submission_time(plain) == (DUE + dt.timedelta(days=1), "file modification time")
+    flat = tmp_path / "flat" / "dee.ipynb"  # a flat folder: a timestamp.txt beside it belongs to no one
+    flat.parent.mkdir()
+    flat.write_text("{}")
+    os.utime(flat, (DUE.timestamp(),) * 2)
+    (flat.parent / "timestamp.txt").write_text((DUE + dt.timedelta(days=9)).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+    assert late.submission_time(flat) == (DUE, "file modification time")
     broken = _nb(tmp_path, "cy", DUE - dt.timedelta(days=1))
     (broken.parent / "timestamp.txt").write_text("yesterday-ish")
     assert late.submission_time(broken)[1] == "file modification time"  # unreadable stamp: the file's time

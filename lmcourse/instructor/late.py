@@ -143,9 +143,14 @@ def load_term(root: Path, path: Path | None = None) -> Term | None:
 
 
 def submission_time(notebook: Path) -> tuple[dt.datetime | None, str]:
-    """When the notebook was handed in, and where that came from."""
-    stamp = Path(notebook).parent / "timestamp.txt"
-    if stamp.is_file() and not stamp.is_symlink():
+    """When the notebook was handed in, and where that came from.
+
+    nbgrader's timestamp.txt counts only in nbgrader's layout (``<student>/<id>/<id>.ipynb``, the file beside the
+    notebook): in a flat folder of ``<student>.ipynb`` a timestamp.txt beside them is no one's.
+    """
+    notebook = Path(notebook)
+    stamp = notebook.parent / "timestamp.txt"
+    if notebook.parent.name == notebook.stem and stamp.is_file() and not stamp.is_symlink():
         try:
             from nbgrader.utils import parse_utc
 
@@ -165,6 +170,24 @@ def days_late(submitted: dt.datetime | None, due: dt.datetime, grace: dt.timedel
         return 0
     over = (submitted - due - grace).total_seconds()
     return max(0, math.ceil(over / 86400)) if over > 0 else 0
+
+
+def cost(policy: Policy, days: int, raw: float, top: float, spent: int = 0, used_before: int = 0) -> tuple[float, str]:
+    """(points taken off, the sentence saying why) for a submission `days` late, `spent` of them covered by late
+    days (`used_before` already spent on earlier assignments). The one place a policy's arithmetic lives."""
+    charged = days - spent
+    if days == 0:
+        return 0.0, "on time"
+    if policy.policy == "cutoff":
+        return raw, f"{days} day(s) late, after the cut-off: 0 points"
+    if charged == 0:
+        return 0.0, f"{days} day(s) late, covered by your late days ({used_before + spent} of {policy.late_days} used)"
+    if policy.policy == "penalty" and policy.max_days is not None and days > policy.max_days:
+        return raw, f"{days} day(s) late, more than the {policy.max_days} accepted: 0 points"
+    penalty = min(raw, policy.per_day * charged * top)
+    covered = f"{spent} covered by late days, " if spent else ""
+    return penalty, (f"{days} day(s) late ({covered}{charged} at {policy.per_day:.0%} of the maximum each): "
+                     f"-{penalty:g} points")
 
 
 def _ledger(term: Term) -> dict[str, dict[str, int]]:
@@ -204,23 +227,8 @@ def adjust(term: Term, assignment: str, graded: dict[str, tuple[float, float, Pa
         for a in earlier:
             if term.policies[a].policy == "late-days":
                 used_before += min(ledger[a].get(student, 0), max(0, policy.late_days - used_before))
-        spent, charged = 0, d
-        if policy.policy == "late-days":
-            spent = min(d, max(0, policy.late_days - used_before))
-            charged = d - spent
-        if d == 0:
-            penalty, note = 0.0, "on time"
-        elif policy.policy == "cutoff":
-            penalty, note = raw, f"{d} day(s) late, after the cut-off: 0 points"
-        elif charged == 0:
-            penalty = 0.0
-            note = f"{d} day(s) late, covered by your late days ({used_before + spent} of {policy.late_days} used)"
-        elif policy.policy == "penalty" and policy.max_days is not None and d > policy.max_days:
-            penalty, note = raw, f"{d} day(s) late, more than the {policy.max_days} accepted: 0 points"
-        else:
-            penalty = min(raw, policy.per_day * charged * top)
-            days = f"{spent} covered by late days, " if spent else ""
-            note = f"{d} day(s) late ({days}{charged} at {policy.per_day:.0%} of the maximum each): -{penalty:g} points"
+        spent = min(d, max(0, policy.late_days - used_before)) if policy.policy == "late-days" else 0
+        penalty, note = cost(policy, d, raw, top, spent, used_before)
         submitted, source = times[student]
         out[student] = Adjustment(submitted, source, d, spent, round(penalty, 6), raw, round(raw - penalty, 6), note)
     return out
@@ -254,8 +262,8 @@ def gradescope(course: Path, assignment: str, results: Path, metadata: Path) -> 
 
     The due time is term.toml's for this assignment, else the one Gradescope holds (a student's own extension
     first). Late days cannot be counted across a term here (each submission is graded alone): under
-    ``late-days`` the days late are recorded and shown, the score is left as graded, and `lmcourse report` on
-    the course's export lists them. Returns the note written (empty when nothing applied).
+    ``late-days`` the days late are recorded (output and ``extra_data``) and the score is left as graded.
+    Returns the note written (empty when nothing applied).
     """
     term = load_term(course)
     if term is None:
@@ -280,17 +288,10 @@ def gradescope(course: Path, assignment: str, results: Path, metadata: Path) -> 
     d = days_late(submitted, due, term.grace)
     if submitted is None:
         note, penalty = "the submission's time is not in Gradescope's metadata: no late policy applied", 0.0
-    elif d == 0:
-        note, penalty = "on time", 0.0
-    elif policy.policy == "cutoff":
-        note, penalty = f"{d} day(s) late, after the cut-off: 0 points", raw
-    elif policy.policy == "late-days":
+    elif policy.policy == "late-days" and d:  # no ledger of the term here: recorded, not charged
         note, penalty = f"{d} day(s) late: your instructor counts late days across the term", 0.0
-    elif policy.max_days is not None and d > policy.max_days:
-        note, penalty = f"{d} day(s) late, more than the {policy.max_days} accepted: 0 points", raw
     else:
-        penalty = min(raw, policy.per_day * d * top)
-        note = f"{d} day(s) late ({policy.per_day:.0%} of the maximum each): -{penalty:g} points"
+        penalty, note = cost(policy, d, raw, top)
     data["score"] = round(raw - penalty, 6)
     extra["raw_score"] = raw
     extra["late"] = {"submitted": submitted.isoformat() if submitted else "", "source": "Gradescope metadata",

@@ -196,18 +196,18 @@ def compare(assignment: str, parties: list[Party], release, *, threshold: float 
     students = [p for p in readable if p.name != SOLUTION]
     # An idiom: a fingerprint that more than COMMON_SHARE of the students' versions of a unit contain
     # (at least 3 of them, so that a small cohort's copies are not taken for idioms).
+    boilerplate = lambda hashes: np.array(sorted(hashes), dtype=np.int64)
+    # Two prints of every unit: with the idioms kept, for student against the solution (so that a posted solution
+    # copied by much of the class, its code then an "idiom", still shows); without them, student against student.
+    prints = {(p.name, u, True): _fingerprint(code, boilerplate(release_hashes))
+              for p in readable for u, code in p.units.items()}
     idioms: dict[str, set[int]] = {}
     for unit in sorted({u for p in readable for u in p.units}):
-        counts = Counter(h for p in students if unit in p.units for h in _hashes(p.units[unit]))
+        counts = Counter(h for p in students if unit in p.units for h in prints[p.name, unit, True].hashes)
         limit = max(3, COMMON_SHARE * sum(unit in p.units for p in students))
         idioms[unit] = {h for h, n in counts.items() if n > limit}
-    boilerplate = lambda hashes: np.array(sorted(hashes), dtype=np.int64)
-    # Two prints of every unit: without the idioms, for student against student; with them, for student against
-    # the solution, so that a posted solution copied by much of the class (its code then an "idiom") still shows.
-    prints = {(p.name, u, False): _fingerprint(code, boilerplate(release_hashes | idioms[u]))
-              for p in students for u, code in p.units.items()}
-    prints |= {(p.name, u, True): _fingerprint(code, boilerplate(release_hashes))
-               for p in readable for u, code in p.units.items()}
+    prints |= {(p.name, u, False): _fingerprint(code, boilerplate(release_hashes | idioms[u]))
+               for p in students for u, code in p.units.items()}
     judged = {p.name: {u: int(prints[p.name, u, p.name == SOLUTION].token_coverage) for u in p.units}
               for p in readable}
     pairs = []
