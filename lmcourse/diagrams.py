@@ -23,16 +23,24 @@ from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
 COLOURS = {
     "token": ("#eeeeee", "#777777"),
     "embedding": ("#d6e6f5", "#3b75af"),
-    "state": ("#fde3c8", "#d9822b"),
+    "state": ("#fde3c8", "#b0600e"),  # edges dark enough for a label in the same colour (4.6:1 on white)
     "gate": ("#e7dcf3", "#7b52ae"),
-    "output": ("#dcefd8", "#3d8b37"),
+    "output": ("#dcefd8", "#2f7a2a"),
     "layer": ("#ffffff", "#444444"),  # a whole sublayer (attention, feed-forward), drawn as one box
-    "norm": ("#fff4c2", "#b8860b"),   # a normalisation
+    "norm": ("#fff4c2", "#8a6508"),   # a normalisation
 }
 WIRE = "#444444"  # arrows and lines that carry a vector
+NOTE = "#595959"  # italic notes beside the drawing: a grey with 7:1 contrast on white (WCAG asks 4.5:1)
 WEIGHT = "#b03a2e"  # labels that name a weight matrix
 FONT = 11  # labels inside boxes
 SMALL = 10  # labels on arrows and notes
+
+
+def _describe(ax, text: str) -> None:
+    """What the diagram draws, in words: its alt text in the book (lmcourse.figure_notes)."""
+    from lmcourse.figure_notes import set_description
+
+    set_description(ax, text)
 
 
 def _canvas(ax, xlim, ylim, inches_per_unit=0.8):
@@ -111,7 +119,7 @@ def unrolled_rnn(ax=None, steps=4):
     _box(ax, (0, row["h"]), r"$\mathbf{h}_0 = \mathbf{0}$", "state", width=1.45)
     for name, y in [("previous token", row["token"]), ("embedding", row["x"]), ("output", row["out"]),
                     ("prediction", top)]:
-        ax.text(0, y, name, ha="center", va="center", fontsize=SMALL, color="#888888", style="italic")
+        ax.text(0, y, name, ha="center", va="center", fontsize=SMALL, color=NOTE, style="italic")
     for t in range(1, steps + 1):
         x = dx * t
         previous = r"$w_0$ = <BOS>" if t == 1 else f"$w_{{{t - 1}}}$"
@@ -134,6 +142,11 @@ def unrolled_rnn(ax=None, steps=4):
         _label(ax, ((left_edge + x - 0.45) / 2, row["h"] + 0.12), r"$W_{hh}$", ha="center", va="bottom")
     # the last state goes on to the next step (or window, in truncated BPTT)
     _arrow(ax, (dx * steps + 0.45, row["h"]), (dx * steps + 0.85, row["h"]))
+    _describe(ax, f"Diagram of a recurrent language model unrolled over {steps} time steps. At each step t, from "
+                  "bottom to top: the previous token w_(t-1) (w_0 is <BOS>), its embedding x_t through the matrix E, "
+                  "the hidden state h_t through W_xh, a softmax through W_hy, and the prediction p(w_t | h_t). An "
+                  "arrow labelled W_hh carries each state to the next step, starting from h_0 = 0; every step uses "
+                  "the same matrices.")
     return ax
 
 
@@ -194,6 +207,11 @@ def lstm_cell(ax=None):
            ha="center", va="bottom")
     _wire(ax, [(show[0], show[1] - 0.22), (show[0], bus_y), (11.35, bus_y)])
     _label(ax, (11.45, bus_y), r"$\mathbf{h}_t$", colour="black", fontsize=FONT)
+    _describe(ax, "Diagram of one LSTM step. Along the bottom, the input x_t and the previous state h_(t-1) feed "
+                  "four layers: the forget gate f, the input gate i (both sigmoids), the candidate (tanh) and the "
+                  "output gate o (sigmoid). Along the top, the cell state c_(t-1) is multiplied by f, then the "
+                  "product of i and the candidate is added, giving c_t. The new hidden state h_t is o times "
+                  "tanh(c_t).")
     return ax
 
 
@@ -246,6 +264,10 @@ def feedforward_lm(ax=None, context=3, d_embed=4):
     _arrow(ax, (centre, rows["scores"] + 0.3), (centre, rows["prob"] - 0.3))
     _label(ax, (centre + 0.1, (rows["scores"] + rows["prob"]) / 2), "softmax", colour=WIRE)
     _box(ax, (centre, rows["prob"]), rf"$P(w_t \mid w_{{t-{context}:t-1}})$", "output", width=3.0)
+    _describe(ax, f"Diagram of a feed-forward language model with a window of {context} tokens: each of the "
+                  f"tokens w_(t-{context}) to w_(t-1) is looked up in the embedding table, the {context} embeddings "
+                  "are concatenated into x, a hidden layer computes h = tanh(Wx + b), an output layer the scores "
+                  f"s = Uh + c, and a softmax the probability of w_t given the {context} tokens before it.")
     return ax
 
 
@@ -270,7 +292,7 @@ def norm_placement(ax=None):
         ax.plot([x0, x0], [0.3, 0.8], color=WIRE, lw=1.3)
         _junction(ax, (x0, 0.8))
         _arrow(ax, (x0, 0.8), (x0, plus - 0.22))  # the residual path
-        ax.text(x0 - 0.15, (0.8 + plus) / 2, "residual", ha="right", va="center", fontsize=SMALL, color="#888888",
+        ax.text(x0 - 0.15, (0.8 + plus) / 2, "residual", ha="right", va="center", fontsize=SMALL, color=NOTE,
                 style="italic", rotation=90)
         if pre:
             _wire(ax, [(x0, 0.8), (side, 0.8), (side, 1.45)])
@@ -290,6 +312,10 @@ def norm_placement(ax=None):
             _box(ax, (x0, 3.6), "LN", "norm", width=0.8)
             _arrow(ax, (x0, 3.9), (x0, 4.3))
         _box(ax, (x0, 4.6), r"$X'$", "state", width=0.8)
+    _describe(ax, "Diagram comparing where a transformer normalises, side by side. Left, post-norm (2017): the "
+                  "input X and the sublayer's output are added, then LayerNorm is applied, so X' = LN(X + "
+                  "Sublayer(X)). Right, pre-norm: LayerNorm is applied to the sublayer's input only, and the "
+                  "residual path from X to X' is a plain addition, X' = X + Sublayer(LN(X)).")
     return ax
 
 
@@ -314,9 +340,9 @@ def attention_seq2seq(ax=None, source=("3", "1", "4", "<EOS>"), weights=(0.82, 0
     token_y, state_y, context_y, out_y, top = 0.3, 1.9, 3.9, 5.2, 6.35
     ax = _canvas(ax, (-0.9, dec_x[-1] + 2.0), (-0.8, top + 0.35), inches_per_unit=0.62)
     ax.text((enc_x[0] + enc_x[-1]) / 2, -0.05 + token_y - 0.55, "encoder (reads the source)", ha="center",
-            va="center", fontsize=SMALL, color="#888888", style="italic")
+            va="center", fontsize=SMALL, color=NOTE, style="italic")
     ax.text((dec_x[0] + dec_x[-1]) / 2, -0.05 + token_y - 0.55, "decoder (reads <BOS> and the target so far)",
-            ha="center", va="center", fontsize=SMALL, color="#888888", style="italic")
+            ha="center", va="center", fontsize=SMALL, color=NOTE, style="italic")
     for j, (x, token) in enumerate(zip(enc_x, source)):
         _box(ax, (x, token_y), token, "token", width=1.0 if token.startswith("<") else 0.6)
         _arrow(ax, (x, token_y + 0.3), (x, state_y - 0.3))
@@ -349,6 +375,12 @@ def attention_seq2seq(ax=None, source=("3", "1", "4", "<EOS>"), weights=(0.82, 0
     _arrow(ax, (t_x, out_y + 0.3), (t_x, top - 0.25))
     ax.text(t_x + 1.9, top, r"$p(y_t \mid y_{<t}, x_{1:S}) = \mathrm{softmax}(W_o \tilde{\mathbf{h}}_t + \mathbf{b}_o)_{y_t}$",
             ha="right", va="center", fontsize=FONT)
+    shown = ", ".join(f"{tok} {w:.2f}" for tok, w in zip(source, weights))
+    _describe(ax, "Diagram of an encoder-decoder with attention at one decoder step t. The encoder reads the source "
+                  f"tokens {' '.join(source)} into states h-bar_1 to h-bar_{len(source)}; the decoder has read <BOS> "
+                  "and the target so far, and its state h_t is the query. Lines from h_t to each encoder state have "
+                  f"widths proportional to the attention weights ({shown}). The context c_t is the weighted sum of "
+                  "the encoder states, and tanh(W_c [c_t; h_t]) feeds the output layer.")
     return ax
 
 
@@ -382,5 +414,11 @@ def transformer_stacks(ax=None):
     _wire(ax, [(enc + 0.75, memory), (2.45, memory), (2.45, 3.6), (dec - 1.6, 3.6)])
     _label(ax, (2.57, 4.3), "keys,\nvalues", colour=WIRE)
     ax.text(enc, 5.7, "(every decoder layer reads it)", ha="center", va="center", fontsize=SMALL,
-            color="#888888", style="italic")
+            color=NOTE, style="italic")
+    _describe(ax, "Diagram of the encoder-decoder transformer. Left, the encoder: source ids, embedding plus "
+                  "position, then N_enc layers of self-attention and feed-forward, giving the memory. Right, the "
+                  "decoder: <BOS> and the target so far, embedding plus position, then N_dec layers of masked "
+                  "self-attention, cross-attention and feed-forward, then a linear layer and softmax giving "
+                  "p(y_t | y_<t, source). The memory is wired to every decoder layer's cross-attention as its keys "
+                  "and values.")
     return ax

@@ -21,6 +21,33 @@ from typing import Sequence
 # Matplotlib itself falls back to the headless Agg backend without a display.
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.ticker import MaxNLocator
+
+# Series colours: Okabe and Ito's palette (2008), chosen so that readers with any of the common colour
+# vision deficiencies still tell the curves apart. The first five also contrast at least 3:1 with the
+# white page (WCAG's bar for graphics); lmcourse.figure_notes checks both for every figure of the book.
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#56B4E9"]
+GROUPS = ListedColormap(PALETTE, name="okabe_ito")  # categories (word groups), in the same colours
+
+COURSE_STYLE = {
+    "axes.prop_cycle": plt.cycler(color=PALETTE),
+    "image.cmap": "viridis",  # perceptually uniform and readable without colour vision
+    "font.size": 10,
+    "legend.frameon": False,
+}
+
+
+def use_course_style() -> None:
+    """Set Matplotlib's defaults to the course's (colour-blind-safe series colours, viridis maps).
+
+    Importing this module does it, so a chapter's own `plt.plot` calls get the same colours as the
+    helpers below; call it again after a `plt.rcdefaults()`.
+    """
+    plt.rcParams.update(COURSE_STYLE)
+
+
+use_course_style()
 
 
 def _axes(ax=None, figsize=(6, 4)):
@@ -67,7 +94,8 @@ def loss_curves(
         lo, hi = expected_range
         if lo > hi:
             raise ValueError(f"expected_range must be (low, high), got ({lo}, {hi})")
-        ax.axhspan(lo, hi, color="tab:green", alpha=0.15, label=expected_label)
+        ax.axhspan(lo, hi, color=PALETTE[2], alpha=0.15, label=expected_label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are counted: no "2.5" ticks
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -90,7 +118,8 @@ def heatmap(
 ):
     """A labelled heat map: attention weights, count matrices, confusion tables.
 
-    With `annotate`, each cell also prints its value, in white on dark cells.
+    With `annotate`, each cell also prints its value, in black or white, whichever contrasts more with
+    the cell's own colour (with viridis, "high" is yellow: white on it could not be read).
     """
     matrix = _matrix(matrix, "the heat map's values")
     _check_labels(row_labels, matrix.shape[0], "row")
@@ -102,14 +131,10 @@ def heatmap(
     if col_labels is not None:
         ax.set_xticks(range(len(col_labels)), labels=list(col_labels), rotation=90)
     if annotate and matrix.size:
-        # Dark cells are those past 60% of the colour range, whatever its sign.
-        lo, hi = float(np.nanmin(matrix)), float(np.nanmax(matrix))
-        dark = lo + 0.6 * (hi - lo) if hi > lo else np.inf
         for i in range(matrix.shape[0]):
             for j in range(matrix.shape[1]):
                 v = matrix[i, j]
-                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7,
-                        color="white" if v > dark else "black")
+                ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=8, color=text_colour(im.to_rgba(v)))
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -117,6 +142,13 @@ def heatmap(
     if colorbar:
         ax.figure.colorbar(im, ax=ax)
     return ax
+
+
+def text_colour(background) -> str:
+    """Black or white: the one with the higher WCAG contrast against `background` (an RGB(A) colour)."""
+    from lmcourse.figure_notes import contrast
+
+    return "black" if contrast((0, 0, 0), background) >= contrast((1, 1, 1), background) else "white"
 
 
 def count_matrix(counts: np.ndarray, labels: Sequence[str], *, ax=None, **kw):
@@ -155,7 +187,10 @@ def embedding_scatter(points: np.ndarray, labels: Sequence[str], *, groups: Sequ
     if groups is not None and len(groups) != len(points):
         raise ValueError(f"expected {len(points)} group ids (one per point), got {len(groups)}")
     ax = _axes(ax, figsize=(6, 6))
-    ax.scatter(points[:, 0], points[:, 1], c=groups if groups is not None else "tab:blue", cmap="tab10", s=20)
+    if groups is None:
+        ax.scatter(points[:, 0], points[:, 1], color=PALETTE[0], s=20)
+    else:  # group k in the palette's k-th colour
+        ax.scatter(points[:, 0], points[:, 1], c=groups, cmap=GROUPS, vmin=0, vmax=len(PALETTE) - 1, s=20)
     for (x, y), label in zip(points, labels):
         ax.annotate(label, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=9)
     ax.set_xticks([])
@@ -176,7 +211,8 @@ def distribution_panels(
 
     For next-token distributions under different temperatures, top-k or top-p cuts:
     `distributions` maps a panel title to one probability per outcome (same order as
-    `outcomes`); the panel named `highlight` is drawn in a second colour. Returns the axes.
+    `outcomes`); the panel named `highlight` is drawn in a second colour. A new figure holds at most three
+    panels a row. Returns the axes, one per distribution.
     """
     if not distributions:
         raise ValueError("distributions is empty: pass at least one {title: probabilities} entry")
@@ -185,15 +221,25 @@ def distribution_panels(
             raise ValueError(f"panel {title!r} has {len(probs)} probabilities but there are "
                              f"{len(outcomes)} outcomes; pass one probability per outcome, in the same order")
     if axes is None:
-        _, axes = plt.subplots(1, len(distributions), figsize=(2.8 * len(distributions), 3.2),
-                               sharey=True, layout="constrained", squeeze=False)
-        axes = axes[0]
+        # At most three panels a row: the page's column is about 7 inches wide, and five panels side by
+        # side shrank their labels to 5 pixels (lmcourse.figure_notes measures it).
+        n = len(distributions)
+        cols = min(n, 3)
+        rows = -(-n // cols)
+        fig, grid = plt.subplots(rows, cols, figsize=(2.5 * cols, 2.9 * rows), sharey=True,
+                                 layout="constrained", squeeze=False)
+        for extra in grid.ravel()[n:]:
+            extra.set_visible(False)
+        axes = list(grid.ravel()[:n])
+        for row in grid:
+            row[0].set_ylabel(ylabel)
+    else:
+        axes[0].set_ylabel(ylabel)
     for ax, (title, probs) in zip(axes, distributions.items()):
         ax.bar(range(len(outcomes)), np.asarray(probs, dtype=float),
-               color="tab:blue" if title == highlight else "tab:purple")
-        ax.set_xticks(range(len(outcomes)), labels=list(outcomes), rotation=70, fontsize=8)
-        ax.set_title(title)
+               color=PALETTE[1] if title == highlight else PALETTE[0])
+        ax.set_xticks(range(len(outcomes)), labels=list(outcomes), rotation=70, fontsize=9)
+        ax.set_title(title, fontsize=10)
         if ylim is not None:
             ax.set_ylim(*ylim)
-    axes[0].set_ylabel(ylabel)
     return axes

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def ensure_mathjax(root: Path) -> Path:
 
 
 def _kernel_profile(root: Path) -> Path:
-    """An IPython folder whose kernels draw every figure as PNG *and* SVG.
+    """An IPython folder whose kernels draw every figure as PNG *and* SVG, the PNG with its alt text.
 
     The page shows the PNG (book/_config.yml ranks it first); the SVG is kept
     in the executed notebook so that `lmcourse.instructor.slides` can export each figure
@@ -94,7 +95,10 @@ def _kernel_profile(root: Path) -> Path:
     ipython = root / "book" / "_build" / ".ipython"
     config = ipython / "profile_default" / "ipython_kernel_config.py"
     config.parent.mkdir(parents=True, exist_ok=True)
-    text = 'c.InlineBackend.figure_formats = {"png", "svg"}\n'
+    # ... and attach to each PNG its alt text and legibility measurements (lmcourse.figure_notes).
+    text = ('c.InlineBackend.figure_formats = {"png", "svg"}\n'
+            'c.InteractiveShellApp.exec_lines = ["from lmcourse.figure_notes import install as _lmcourse_notes", '
+            '"_lmcourse_notes()", "del _lmcourse_notes"]\n')
     if not config.exists() or config.read_text() != text:
         config.write_text(text)
     return ipython
@@ -240,7 +244,7 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
 
 
 def _teaching_links(app, pagename, templatename, context, doctree) -> None:
-    """Above every chapter that has a deck: links to its slides (HTML, PDF) and its figures (SVG, PNG).
+    """Under the title of every chapter that has a deck: links to its slides (HTML, PDF) and its figures (SVG, PNG).
 
     The decks are rendered after Sphinx (they need the executed chapters), so
     the links point at files `lmcourse book` writes next to the pages.
@@ -250,11 +254,62 @@ def _teaching_links(app, pagename, templatename, context, doctree) -> None:
     unit = pagename.split("/", 1)[1]
     if not (Path(app.srcdir) / "slides" / f"{unit}.md").exists():
         return
-    context["body"] = (
+    links = (
         '<p class="lmcourse-teaching">Lecture slides for this chapter: '
         f'<a href="../slides/{unit}.html">Slides</a> (<a href="../slides/{unit}.pdf">PDF</a>, '
         f'<a href="../slides/{unit}-notes.pdf">PDF with speaker notes</a>) · '
-        f'<a href="../figures/index.html#{unit}">its figures as SVG and PNG</a></p>\n' + context["body"])
+        f'<a href="../figures/index.html#{unit}">its figures as SVG and PNG</a></p>\n')
+    # Under the chapter's title, where a reader looks for them (above it they read as a stray banner).
+    body = context["body"]
+    end = body.find("</h1>")
+    context["body"] = body[:end + 5] + "\n" + links + body[end + 5:] if end >= 0 else links + body
+
+
+def _accessible_markup(app, pagename, templatename, context, doctree) -> None:
+    """Markup of myst-nb's that fails an accessibility rule, rewritten in the page's body.
+
+    A hidden code cell's "Show code cell source" toggle is a <summary> named "Toggle hidden content" by an
+    aria-label: what a screen reader says is then not what a sighted voice-control user sees and speaks
+    (WCAG 2.5.3, label in name). Without the label, its name is its visible text.
+
+    The bibliography's entries sit in a <div role="list"> whose children are sphinxcontrib-bibtex's anchors
+    and entries with the deprecated DPUB role doc-biblioentry, not list items: a list that is no list to a
+    screen reader (axe-core: critical). Plain <div>s read as the paragraphs they are.
+    """
+    if "body" in context:
+        context["body"] = (context["body"]
+                           .replace('<summary aria-label="Toggle hidden content">', "<summary>")
+                           .replace('<div role="list" class="citation-list">', '<div class="citation-list">')
+                           .replace(' role="doc-biblioentry"', ""))
+
+
+# Special tokens the course writes in prose, captions and outputs: <EOS>, <BOS>, <UNK>, <|endoftext|>.
+SPECIAL_TOKEN = re.compile(r"<(\|[\w-]+\||[A-Za-z][\w-]*)>")
+# ... and the HTML elements a page may really mean when its Markdown holds one (only these stay markup).
+HTML_ELEMENTS = frozenset("""a abbr b bdi bdo br cite code data del dfn em i img ins kbd mark q s samp small span strong
+sub sup time u var wbr p div table thead tbody tfoot tr td th caption colgroup col ul ol li dl dt dd pre
+blockquote figure figcaption hr h1 h2 h3 h4 h5 h6 details summary section article aside header footer nav main
+label input button select option textarea form iframe video audio source picture svg math script style""".split())
+
+
+def special_tokens(text: str) -> set[str]:
+    """The special tokens in a text (<EOS>, <|im_start|>), leaving out what is an HTML element (<td>, <b>)."""
+    return {m.group(0) for m in SPECIAL_TOKEN.finditer(text) if m.group(1).lower() not in HTML_ELEMENTS}
+
+
+def _keep_special_tokens(app, doctree) -> None:
+    """A `<EOS>` written in Markdown stays on the page as text.
+
+    MyST passes inline HTML through, so "the last row wrote <EOS>" in a caption reached the page as an
+    unknown tag, which the browser drops ("the last row wrote )"). Any raw inline HTML that is exactly one
+    such token, and not an HTML element, becomes the text it spells.
+    """
+    from docutils import nodes
+
+    for raw in list(doctree.findall(nodes.raw)):
+        text = raw.astext().strip()
+        if "html" in raw.get("format", "").split() and SPECIAL_TOKEN.fullmatch(text) and special_tokens(text):
+            raw.replace_self(nodes.Text(text))
 
 
 def _quiz_dependency(app, docname, source) -> None:
@@ -267,6 +322,51 @@ def _quiz_dependency(app, docname, source) -> None:
             from lmcourse import quiz
 
             app.env.note_dependency(str(Path(quiz.__file__).resolve()))
+
+
+class FigureAltText:
+    """myst-nb's hook for a PNG output: the <img> gets the alt text the chapter's kernel wrote for it.
+
+    `lmcourse.figure_notes.install` (run in every chapter's kernel by `_kernel_profile`) stores what the
+    figure shows, in words, in the PNG output's metadata; myst-nb itself reads only its width and height
+    there, and would give the image its file name as alt text. An alt text set on the cell
+    (``mystnb: image: alt:``) wins. Registered under the entry point group ``myst_nb.mime_renderers``
+    (pyproject.toml).
+    """
+
+    mime_priority_overrides = ()
+
+    @staticmethod
+    def handle_mime(renderer, data, inline):
+        if data.mime_type != "image/png":
+            return None
+        alt = (data.output_metadata.get("image/png") or {}).get("alt")
+        if not alt:
+            return None
+        images = renderer.render_image_inline(data) if inline else renderer.render_image(data)
+        for image in images:
+            if not image.get("alt"):
+                image["alt"] = alt
+        return images
+
+
+def _chapter_figure_numbers(app, env) -> list[str]:
+    """Number each chapter's figures from 1, after its unit: Figure 3.2 is Unit 3's second figure.
+
+    Sphinx numbers figures across the whole book (Unit 3's first figure was "Fig. 11"), unless its
+    chapters carry section numbers, which would put "3." before every "Unit 3:" title. So this runs after
+    Sphinx's own numbering (env-get-updated, after the toctree collector) and renumbers, in the order
+    Sphinx found them, every figure, table and listing of a `units/NN-...` page as (NN, k). Both the
+    captions and the {numref} cross-references read these numbers.
+    """
+    for docname, kinds in env.toc_fignumbers.items():
+        match = re.match(r"units/(\d+)-", docname)
+        if not match:
+            continue
+        for numbers in kinds.values():
+            for k, figure_id in enumerate(sorted(numbers, key=numbers.get), start=1):
+                numbers[figure_id] = (int(match.group(1)), k)
+    return []
 
 
 GRADING_COST = "<!-- lmcourse: grading-cost -->"  # book/course/grading.md: where the measured costs go
@@ -294,9 +394,12 @@ def setup(app):
     """Sphinx entry point (book/_config.yml: sphinx.extra_extensions)."""
     app.connect("source-read", _quiz_dependency)
     app.connect("source-read", _grading_costs)
+    app.connect("doctree-read", _keep_special_tokens)
     app.connect("html-page-context", _self_checks)
     app.connect("builder-inited", lambda app: _check_mathjax(app, app.config))
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _teaching_links)
+    app.connect("html-page-context", _accessible_markup)
     app.connect("build-finished", _copy_mathjax)
+    app.connect("env-get-updated", _chapter_figure_numbers, priority=900)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
