@@ -7,7 +7,6 @@ an author makes (proved on broken copies).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -126,6 +125,101 @@ def test_code_lines_out_of_range_are_caught(tmp_path, chapter):
     assert any("lines 2-90" in p for p in slides.check_deck(deck, chapter, executed=False))
 
 
+# --- code excerpts are whole units ----------------------------------------------------------
+
+CELL = '''\
+%matplotlib inline
+def perplexity(model, tokens):
+    """exp of the mean negative log-probability."""
+    total = 0.0
+    for t, token in enumerate(tokens):
+        total -= math.log(model(tokens[:t], token))
+    return math.exp(total / len(tokens))
+
+
+class Table:
+    """Counts."""
+
+    def __init__(self, rows):
+        self.rows = {k: sorted(v,
+                               reverse=True) for k, v in rows.items()}
+
+    def get(self, key):
+        return self.rows[key]
+
+
+tables = [Table(r) for r in ROWS]
+!ls data
+'''
+
+
+@pytest.mark.parametrize("ranges, more, shown", [
+    ((), False, None),  # the whole cell, magics included (read as IPython reads them)
+    (((2, 7),), False, "def perplexity(model, tokens):"),  # a whole def
+    (((17, 18),), False, "def get(self, key):\n    return self.rows[key]"),  # a method, shown flush left
+    (((2, 3), (7, 7)), False, 'def perplexity(model, tokens):\n    """exp of the mean negative log-probability."""\n'
+                              "    ...\n    return math.exp(total / len(tokens))"),
+    (((10, 15),), True, "\n    ..."),  # the class up to its __init__, the rest elided
+    (((21, 22),), False, "!ls data"),  # a shell line is a statement of its own
+])
+def test_a_whole_excerpt_passes(ranges, more, shown):
+    excerpt, problems = slides.check_excerpt(CELL, ranges, more)
+    assert problems == [], problems
+    if shown:
+        assert shown in excerpt
+    assert not excerpt.startswith(" "), "an excerpt is shown flush left"
+
+
+@pytest.mark.parametrize("ranges, more, expected", [
+    (((4, 7),), False, "the inside of `def perplexity` (lines 2-7), a body without its header: widen the range to "
+                       "lines 2-7, the whole def"),  # ending in an orphan return
+    (((5, 6),), False, "the inside of `def perplexity`"),  # a loop without its def
+    (((2, 5),), False, "stops inside `def perplexity` (lines 2-7): widen the range to end at line 7"),
+    (((10, 15),), False, "mark the cut: `lines 10-15, ...`"),
+    (((15, 18),), False, "line 15 is inside a statement that begins on line 14 (an open bracket"),
+    (((13, 14),), False, "line 14 ends mid-statement (it goes on to line 15): end the range at line 15"),
+    (((2, 7), (17, 18)), False, "does not compile on its own"),  # a def, then a method cut from its class
+    (((2, 3), (4, 7)), False, "hold no code: join the two ranges"),
+    (((2, 7),), True, "no statement shown goes on after it: drop the `, ...`"),
+    (((7, 2),), False, "lines 7-2 of a cell of 22 lines"),
+    (((10, 15), (2, 3)), False, "list the ranges in order"),
+])
+def test_a_broken_excerpt_is_caught(ranges, more, expected):
+    _, problems = slides.check_excerpt(CELL, ranges, more)
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_cell_magic_is_shown_unchecked():
+    excerpt, problems = slides.check_excerpt("%%bash\necho one\n  echo two\n", ((2, 3),))
+    assert problems == [] and excerpt == "echo one\n  echo two"
+
+
+@pytest.mark.parametrize("spec, readable", [
+    ("lines 12-20", True),
+    ("lines 1-3, 9-12", True),
+    ("lines 12-20, ...", True),
+    ("lines 12", False),
+    ("lines 12-20, ..., 22-23", False),
+])
+def test_the_lines_syntax(tmp_path, spec, readable):
+    path = tmp_path / "01-ngrams.md"
+    path.write_text(f"# T\n\n{{code}}`class CountTable:` {spec}\n")
+    ref = slides.parse_deck(path).slides[0].body[-1]
+    assert isinstance(ref, slides.Ref) and ref.spec == spec.removeprefix("lines ")
+    assert ref.unreadable != readable
+
+
+def test_a_deck_that_cuts_a_def_is_caught_with_the_fix(tmp_path, chapter):
+    """Through check_deck (what `lmcourse slides --check` runs): the message names the slide and the whole lines."""
+    deck = _deck(tmp_path, DECK.replace("{equation}`ngram-chain-rule`", "{code}`class CountTable:` lines 16-20"))
+    problems = slides.check_deck(deck, chapter, executed=False)
+    assert any(p.startswith("01-ngrams slide 2 (The chain rule): {code}`class CountTable:` lines 16-20: lines 16-20 "
+                            "are the inside of `def __init__` (lines 15-20), a body without its header: widen the "
+                            "range to lines 15-20, the whole def") for p in problems), problems
+    unreadable = _deck(tmp_path, DECK.replace("{equation}`ngram-chain-rule`", "{code}`class CountTable:` lines 16"))
+    assert any("write the lines shown as ranges" in p for p in slides.check_deck(unreadable, chapter, executed=False))
+
+
 QUESTION = {"question": "Which?", "type": "multiple_choice", "answers": [
     {"answer": "this", "correct": True, "feedback": "Right, because."},
     {"answer": "that", "correct": False, "feedback": "No: that is the other thing."}]}
@@ -166,13 +260,6 @@ def test_too_many_questions_are_caught():
     assert any("12 questions" in p for p in quiz.validate(data))
 
 
-def test_question_text_is_escaped_for_the_page():
-    shown = quiz._escaped([{"question": "After <BOS>?", "type": "numeric", "precision": 3,
-                            "answers": [{"type": "value", "value": 1, "correct": True, "feedback": "a < b"}]}])
-    assert shown[0]["question"] == "After &lt;BOS&gt;?" and shown[0]["answers"][0]["feedback"] == "a &lt; b"
-    assert shown[0]["answers"][0]["value"] == 1 and shown[0]["type"] == "numeric"
-
-
 def _notes(tmp_path, change=lambda t: t) -> list[str]:
     text = (ROOT / instructors.NOTES_SRC / "01-ngrams.md").read_text()
     folder = tmp_path / "instructors"
@@ -205,46 +292,3 @@ def test_variant_names_are_read_from_the_mistakes_file():
     names = instructors.variant_names(ROOT, "02-word2vec")
     assert len(names) >= 10
     assert any(n.startswith("train_sgns: SparseAdam") for n in names), "VARIANTS[...] = ... after the literal is read too"
-
-
-def _shown(unit: str, section: str, monkeypatch, book_build: bool) -> list:
-    """What self_check displays, as the list of objects handed to IPython's display()."""
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
-    monkeypatch.setattr("jupyterquiz.dynamic.display.display", lambda obj: shown.append(obj))
-    if book_build:
-        monkeypatch.setenv(quiz.BOOK_BUILD_ENV, "1")
-    else:
-        monkeypatch.delenv(quiz.BOOK_BUILD_ENV, raising=False)
-    monkeypatch.chdir(ROOT / "book" / "units")
-    quiz.self_check(unit, section)
-    return shown
-
-
-def test_self_check_keeps_the_chapters_random_numbers_and_unique_ids(monkeypatch):
-    """A chapter re-seeds Python's random before its sections: the quizzes must neither share an id
-    (the second would never be drawn) nor shift the chapter's later random draws."""
-    import random
-
-    data = quiz.load("07-gpt", ROOT / "book" / "quizzes")
-    first, second = list(data)[:2]
-    random.seed(0)
-    a = _shown("07-gpt", first, monkeypatch, book_build=False)
-    after = random.random()
-    random.seed(0)
-    b = _shown("07-gpt", second, monkeypatch, book_build=False)
-    random.seed(0)
-    assert after == random.random(), "self_check consumed the chapter's random numbers"
-    ids = [re.search(r'<div id="(\w+)"', str(x[0].data)).group(1) for x in (a, b)]
-    assert ids[0] != ids[1]
-
-
-def test_the_book_fills_self_check_placeholders_with_the_current_questions(monkeypatch):
-    data = quiz.load("03-rnnlm", ROOT / "book" / "quizzes")
-    section = list(data)[0]
-    shown = _shown("03-rnnlm", section, monkeypatch, book_build=True)
-    assert len(shown) == 1 and "lmcourse-self-check" in shown[0].data and "<script" not in shown[0].data
-    page = quiz.fill_placeholders("<p>before</p>" + shown[0].data + "<p>after</p>")
-    assert page.startswith("<p>before</p>") and page.endswith("<p>after</p>") and "<script" in page
-    for q in data[section]:
-        assert json.dumps(quiz._escaped(q["question"]))[1:-1][:30] in page
