@@ -6,31 +6,45 @@ HTTP server; any request leaving 127.0.0.1 is refused and reported.
 - **Decks.** Each deck is stepped through slide by slide at 1280x720: no
   console error, every image loaded, every maths element typeset by MathJax
   (no TeX error), and nothing cut off: every element of the slide lies inside
-  the slide's box, and no code or output block hides a wider line. A
-  screenshot of every slide goes to book/_build/slide-screenshots/. The PDF
-  beside each deck has one page per slide.
-- **Self-checks.** On every chapter, one multiple-choice question is answered
-  wrongly, then rightly, and a numeric one wrongly: each time the feedback
-  shown is the one written for that answer, marked right or wrong.
+  the slide's box, and no code or output block hides a wider line. The title
+  slide's block sits at the slide's centre. axe-core finds no serious or
+  critical accessibility violation, on the page around the slides (controls,
+  slide number: one template, audited on the first deck) and on every slide
+  (audited at once in reveal.js's print layout, where all are shown and none
+  is hidden from assistive technology: axe skips what is); a violation
+  planted in a copy of a deck proves the audit can fail. On a phone (390 px wide) the deck
+  switches to reveal.js's scroll view and nothing is wider than the screen. A
+  screenshot of every slide goes to book/_build/slide-screenshots/, with
+  each deck's title and first code slide on a phone, and the first deck's
+  PDFs rendered by Chromium's PDF viewer.
+- **PDFs.** Each deck's PDF has one page per slide, the title centred on the
+  first; the handout (<unit>-notes.pdf) holds every slide above its complete
+  speaker notes in type of at least 10 pt, two slides to a page (pypdf reads
+  the text and where it lies).
+
+The chapters' self-check questions are tested in tests/test_quiz_browser.py.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import re
+import unicodedata
 import urllib.parse
 
 import pytest
 
-from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
-from lmcourse import quiz
+from axe import audit, blocking, describe
+from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve, watch
 from lmcourse.instructor import slides
 
 pytestmark = pytest.mark.slow
 
 SHOTS = BUILD / "slide-screenshots"  # not under screenshots/, which test_browser.py empties
 DECKS = sorted(p.stem for p in (ROOT / slides.SLIDES_SRC).glob("*.md"))
-QUIZZES = sorted(p.stem for p in (ROOT / "book" / "quizzes").glob("*.yaml"))
+PHONE = {"width": 390, "height": 844}  # a phone held upright (CSS pixels)
 
 # Everything about the slide on screen that a reader would notice.
 _INSPECT_SLIDE = r"""() => {
@@ -45,13 +59,28 @@ _INSPECT_SLIDE = r"""() => {
       outside.push(`${el.tagName.toLowerCase()}.${el.className || ''}: ` +
                    `[${Math.round(r.left)}, ${Math.round(r.top)}, ${Math.round(r.right)}, ${Math.round(r.bottom)}]`);
   }
+  // Where the content sits in the box: the union of its text (each text's own extent, not its block's) and
+  // its images.
+  let ink = null;
+  const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
+  const rects = Array.from(slide.querySelectorAll('img, svg')).map(el => el.getBoundingClientRect());
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.textContent.trim() || node.parentElement.closest('aside.notes, mjx-assistive-mml')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    rects.push(range.getBoundingClientRect());
+  }
+  for (const r of rects.filter(r => r.width > 0 && r.height > 0))
+    ink = ink ? [Math.min(ink[0], r.left), Math.min(ink[1], r.top), Math.max(ink[2], r.right), Math.max(ink[3], r.bottom)]
+              : [r.left, r.top, r.right, r.bottom];
   const clipped = Array.from(slide.querySelectorAll('pre, .output-table'))
       .filter(el => el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1)
       .map(el => (el.textContent || '').trim().slice(0, 60));
   const maths = Array.from(slide.querySelectorAll('.math'));
   return {
     index: Reveal.getIndices().h,
-    box: [box.width, box.height],
+    box: [box.left, box.top, box.width, box.height],
+    ink: ink,
     outside: outside.slice(0, 5),
     clipped: clipped,
     images: slide.querySelectorAll('img').length,
@@ -63,6 +92,19 @@ _INSPECT_SLIDE = r"""() => {
     notes: (slide.querySelector('aside.notes') || {textContent: ''}).textContent.trim().length,
   };
 }"""
+
+# The deck on a phone: reveal.js (below 435 px) shows every slide, scaled to the width, one under another.
+_INSPECT_PHONE = r"""() => {
+  const vw = document.documentElement.clientWidth;
+  const sections = Array.from(document.querySelectorAll('.reveal .slides section'));
+  const wide = sections.map((s, i) => [i + 1, s.getBoundingClientRect()])
+      .filter(([i, r]) => r.left < -1 || r.right > vw + 1)
+      .map(([i, r]) => `slide ${i}: ${Math.round(r.left)}..${Math.round(r.right)}`);
+  const first = sections[0].getBoundingClientRect();
+  return {scrollView: Reveal.isScrollView(), viewport: vw, page: document.documentElement.scrollWidth,
+          wide: wide.slice(0, 5), scale: first.width / %d,
+          code: sections.findIndex(s => s.querySelector('div.code'))};
+}""" % slides.WIDTH
 
 
 def _browser(pw, tmp_path_factory, viewport):
@@ -76,14 +118,6 @@ def _browser(pw, tmp_path_factory, viewport):
     return context, loopback_only(context)
 
 
-def _watch(page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    return errors
-
-
 @pytest.fixture(scope="module")
 def site():
     book = built_book()
@@ -93,9 +127,54 @@ def site():
         yield url
 
 
+def _on_a_phone(page, unit: str) -> dict:
+    """The deck now open, resized to a phone: reveal.js's scroll view; screenshots of its title and first code slide."""
+    page.set_viewport_size(PHONE)
+    page.wait_for_function("Reveal.isScrollView()", timeout=5000)
+    page.evaluate("fitMaths()")
+    seen = page.evaluate(_INSPECT_PHONE)
+    page.screenshot(path=str(SHOTS / f"{unit}-phone-01.png"))
+    if seen["code"] > 0:
+        page.evaluate(f"document.querySelectorAll('.reveal .scroll-page')[{seen['code']}].scrollIntoView()")
+        page.wait_for_timeout(100)
+        page.screenshot(path=str(SHOTS / f"{unit}-phone-{seen['code'] + 1:02d}.png"))
+    return seen
+
+
+def _planted_violation(page, site: str, unit: str) -> list[dict]:
+    """The audit the decks pass, run on a copy of one whose second slide shows an image without alt text."""
+    text = (HTML / "slides" / f"{unit}.html").read_text(encoding="utf-8")
+    src = re.search(r'src="(\.\./figures/[^"]+)"', text).group(1)
+    planted = re.sub(r'(<section data-slide="2">)', rf'\1<img src="{src}" class="planted">', text, count=1)
+    assert planted != text
+    page.route(lambda url: "/slides/planted-" in url,
+               lambda route: route.fulfill(status=200, content_type="text/html", body=planted))
+    page.goto(f"{site}/slides/planted-{unit}.html?print-pdf", wait_until="load")
+    assert page.evaluate(slides.WAIT_FOR_DECK) == "ready"
+    return audit(page)
+
+
+def _pdf_picture(page, url: str, out, size: dict) -> None:
+    """Page 1 of a PDF as Chromium's PDF viewer draws it, cropped to the paper (the viewer's grey around it cut)."""
+    from PIL import Image
+
+    page.set_viewport_size(size)
+    page.goto(f"{url}#page=1&toolbar=0&navpanes=0&view=Fit", wait_until="load")
+    for _ in range(100):  # the viewer starts a plugin and draws later than `load`: wait for white paper
+        shot = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
+        paper = shot.convert("L").point(lambda v: 255 if v > 250 else 0).getbbox()
+        if paper and (paper[2] - paper[0]) * (paper[3] - paper[1]) > 0.3 * size["width"] * size["height"]:
+            shot.crop(paper).save(out)
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"Chromium's PDF viewer drew no page of {url} in 10 s")
+
+
 @pytest.fixture(scope="module")
 def deck_visits(site, tmp_path_factory):
-    """Every slide of every deck, as the browser showed it."""
+    """Every slide of every deck, as the browser showed it; each deck's accessibility audits and its look on a
+    phone; the audit of a copy with a planted violation; pictures of the first deck's PDFs. One browser for
+    all of it: a start costs CI seconds."""
     from playwright.sync_api import sync_playwright
 
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -104,12 +183,15 @@ def deck_visits(site, tmp_path_factory):
     seen: dict[str, dict] = {}
     with sync_playwright() as pw:
         context, outside = _browser(pw, tmp_path_factory, {"width": slides.WIDTH, "height": slides.HEIGHT})
-        page = context.new_page()
         for unit in DECKS:
-            errors = _watch(page)
+            page = context.new_page()
+            errors = watch(page)
             page.goto(f"{site}/slides/{unit}.html", wait_until="load")
             state = page.evaluate(slides.WAIT_FOR_DECK)
             total = page.evaluate("Reveal.getTotalSlides()")
+            # The page around the slides (controls, slide number, the document's language and title) is the same
+            # template in every deck: audited on the first. The slides themselves are audited below, every one.
+            axe_page = audit(page) if unit == DECKS[0] else []
             shown = []
             for i in range(total):
                 page.evaluate(f"Reveal.slide({i})")
@@ -119,19 +201,41 @@ def deck_visits(site, tmp_path_factory):
                 page.screenshot(path=str(shot))
                 info["screenshot"] = str(shot.relative_to(ROOT))
                 shown.append(info)
-            seen[unit] = {"state": state, "total": total, "slides": shown, "errors": list(errors)}
+            phone = _on_a_phone(page, unit)
             page.close()
+            # Every slide at once for axe, which skips what is hidden: reveal.js's print layout shows them all.
             page = context.new_page()
+            errors += watch(page)
+            page.goto(f"{site}/slides/{unit}.html?print-pdf", wait_until="load")
+            printed = page.evaluate(slides.WAIT_FOR_DECK)
+            # axe leaves out what is hidden from assistive technology too: every slide must be exposed here
+            unaudited = page.evaluate("document.querySelectorAll('.reveal .slides section[hidden], "
+                                      ".reveal .slides section[aria-hidden=\"true\"]').length")
+            axe_slides = audit(page) if printed == "ready" else []
+            page.close()
+            seen[unit] = {"state": state, "printed": printed, "total": total, "slides": shown, "errors": list(errors),
+                          "axe": axe_page + axe_slides, "unaudited": unaudited, "phone": phone}
+        page = context.new_page()
+        planted = _planted_violation(page, site, DECKS[0])
+        page.close()
+        # The PDFs as a reader's viewer draws them (the viewer is part of Chromium: let its own files through).
+        page = context.new_page()
+        page.route(lambda url: url.startswith(("chrome-extension://", "chrome://")), lambda route: route.continue_())
+        _pdf_picture(page, f"{site}/slides/{DECKS[0]}.pdf", SHOTS / f"{DECKS[0]}-pdf-page1.png",
+                     {"width": slides.WIDTH, "height": slides.HEIGHT})
+        _pdf_picture(page, f"{site}/slides/{DECKS[0]}-notes.pdf", SHOTS / f"{DECKS[0]}-handout-page1.png",
+                     {"width": 900, "height": 1273})  # A4's proportions
+        page.close()
         context.close()
     (SHOTS / "summary.json").write_text(json.dumps(
         {u: {"slides": v["total"], "screenshots": [s["screenshot"] for s in v["slides"]]} for u, v in seen.items()},
         indent=1))
-    return seen, outside
+    return {"decks": seen, "outside": outside, "planted": planted}
 
 
 @pytest.mark.parametrize("unit", DECKS)
 def test_every_slide_shows_fully(deck_visits, unit):
-    visit = deck_visits[0][unit]
+    visit = deck_visits["decks"][unit]
     assert visit["state"] == "ready", f"{unit}: {visit['state']}"
     source = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
     assert visit["total"] == len(source.slides), f"{unit}: the page has {visit['total']} slides, its source {len(source.slides)}"
@@ -152,151 +256,168 @@ def test_every_slide_shows_fully(deck_visits, unit):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("unit", DECKS)
+def test_the_title_slide_is_centred(deck_visits, unit):
+    """The title block's centre within 10% (of the slide's size) of the slide's centre, both ways."""
+    title = deck_visits["decks"][unit]["slides"][0]
+    left, top, width, height = title["box"]
+    x0, y0, x1, y1 = title["ink"]
+    dx, dy = ((x0 + x1) / 2 - (left + width / 2)) / width, ((y0 + y1) / 2 - (top + height / 2)) / height
+    assert abs(dx) < 0.1 and abs(dy) < 0.1, \
+        f"{unit}: the title slide's content is off centre by {dx:+.0%} of the width, {dy:+.0%} of the height"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_every_deck_passes_axe(deck_visits, unit):
+    visit = deck_visits["decks"][unit]
+    assert visit["printed"] == "ready", f"{unit} in reveal.js's print layout (audited there): {visit['printed']}"
+    assert not visit["unaudited"], (f"{unit}: {visit['unaudited']} slides of the print layout are hidden from "
+                                    "assistive technology, so axe did not audit them")
+    found = blocking(visit["axe"])
+    assert not found, f"{unit}: axe-core's serious or critical violations:\n{describe(found)}"
+
+
+def test_the_deck_audit_catches_a_planted_violation(deck_visits):
+    """The audit above is not vacuous: an image without alt text, planted on a copy's slide, fails it."""
+    found = blocking(deck_visits["planted"])
+    assert any(v["id"] == "image-alt" and any("planted" in n["html"] for n in v["nodes"]) for v in found), \
+        f"axe did not report the planted image without alt text: {describe(deck_visits['planted'])}"
+
+
+@pytest.mark.parametrize("unit", DECKS)
+def test_a_deck_reads_on_a_phone(deck_visits, unit):
+    phone = deck_visits["decks"][unit]["phone"]
+    assert phone["scrollView"], f"{unit} at {PHONE['width']} px: reveal.js did not switch to its scroll view"
+    assert phone["page"] <= phone["viewport"], f"{unit}: the page scrolls sideways on a phone ({phone['page']} px wide)"
+    assert not phone["wide"], f"{unit}: slides wider than a phone's screen: {phone['wide']}"
+    assert phone["scale"] > 0.25, f"{unit}: slides shown at {phone['scale']:.0%} of their size on a phone"
+
+
 def test_decks_show_figures_and_maths(deck_visits):
     """The checks above are not vacuous: the decks do show figures and typeset maths."""
-    visits = deck_visits[0]
+    visits = deck_visits["decks"]
     assert sum(s["images"] for v in visits.values() for s in v["slides"]) >= 2 * len(visits)
     assert sum(s["typeset"] for v in visits.values() for s in v["slides"]) >= 20
 
 
 def test_decks_fetch_nothing_from_the_internet(deck_visits):
-    assert not deck_visits[1], f"the decks asked for resources outside 127.0.0.1: {sorted(set(deck_visits[1]))[:10]}"
+    assert not deck_visits["outside"], \
+        f"the decks asked for resources outside 127.0.0.1: {sorted(set(deck_visits['outside']))[:10]}"
+
+
+def test_the_pdfs_were_pictured(deck_visits):
+    for name in (f"{DECKS[0]}-pdf-page1.png", f"{DECKS[0]}-handout-page1.png"):
+        assert (SHOTS / name).stat().st_size > 10_000, f"{name}: Chromium's PDF viewer drew nothing"
+
+
+# --- the PDFs, read back -------------------------------------------------------------------------------
+
+
+# A line of a content stream that draws (a path and its painting), as Chromium's PDF writer puts one operator a line.
+_DRAWING = re.compile(rb"(?m)^(?:[-+.\d ]+ )?(?:[mlcvyh]|re|[fFSsBbn]\*?|W\*? n)\r?\n")
+
+
+def _pdf_pages(path, read: int | None = None) -> list[dict]:
+    """Each page of a PDF, read by pypdf (the `test` extra installs it): {"size": (width, height) in points,
+    "text": its text, "placed": [(x, y, size, text), ...] from the bottom left corner}; the text of the first
+    `read` pages only, when given (the others: "" and []).
+
+    The pages' drawing operators are dropped before the text is read: the checks read text only, and a figure
+    of thousands of points (01's Zipf plot, 11 MB of paths) costs pypdf seconds to parse.
+    """
+    try:
+        from pypdf import PdfReader
+        from pypdf.generic import DecodedStreamObject, NameObject
+    except ImportError:
+        pytest.fail("pypdf is not installed: the PDF tests read the decks' PDFs with it (pip install -e '.[test]')")
+    assert path.exists(), f"{path} was not printed (needs Chromium at build time)"
+    pages = []
+    for number, page in enumerate(PdfReader(path).pages):
+        size = (float(page.mediabox.width), float(page.mediabox.height))
+        if read is not None and number >= read:
+            pages.append({"size": size, "text": "", "placed": []})
+            continue
+        text_only = DecodedStreamObject()
+        text_only.set_data(_DRAWING.sub(b"", page.get_contents().get_data()))
+        page[NameObject("/Contents")] = text_only
+        pieces, placed = [], []
+
+        def seen(text, cm, tm, font, size):
+            pieces.append(text)
+            if text.strip():  # the text matrix, then the page's transformation: the position on the paper
+                x, y = tm[4] * cm[0] + tm[5] * cm[2] + cm[4], tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+                placed.append((x, y, size * abs(tm[3] * cm[3]), unicodedata.normalize("NFKC", text.strip())))
+
+        page.extract_text(visitor_text=seen)
+        pages.append({"size": size, "text": unicodedata.normalize("NFKC", "".join(pieces)), "placed": placed})
+    return pages
+
+
+def _pdf_words(text: str) -> list[str]:
+    """The words of a text (NFKC: the PDF's ligatures, ﬀ, are two letters again), maths and Markdown left out."""
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|<[^>]+>", " ", unicodedata.normalize("NFKC", text), flags=re.S)
+    return re.findall(r"[A-Za-z0-9]+", text)
+
+
+def _in_order(needle: list[str], haystack: list[str]) -> bool:
+    """Every word of `needle` in `haystack`, in order (other words may come between: typeset maths, line ends).
+    Words of one letter are not looked for: in the source they are often maths ($d$<sub>k</sub>), which the
+    PDF sets otherwise."""
+    rest = iter(haystack)
+    return all(word in rest for word in needle if len(word) > 1)
 
 
 @pytest.mark.parametrize("unit", DECKS)
-def test_each_deck_has_a_pdf_with_a_page_per_slide(site, unit):
-    pdf = HTML / "slides" / f"{unit}.pdf"
-    assert pdf.exists(), f"{pdf} was not printed (needs Chromium at build time)"
-    pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf.read_bytes()))
-    expected = len(slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md").slides)
-    assert pages == expected, f"{unit}.pdf has {pages} pages for {expected} slides (a slide that overflows adds pages)"
-    notes = HTML / "slides" / f"{unit}-notes.pdf"
-    assert notes.exists(), f"{notes} was not printed"
-    pages = len(re.findall(rb"/Type\s*/Page(?!s)", notes.read_bytes()))
-    # Chromium ends reveal.js's notes layout with one blank page (its last notes block breaks after itself);
-    # the slides' own PDF above is the exact count.
-    assert 2 * expected <= pages <= 2 * expected + 1, \
-        f"{notes.name} has {pages} pages for {expected} slides, each followed by its notes"
+def test_each_deck_has_a_pdf_with_a_page_per_slide_and_its_title_centred(site, unit):
+    deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
+    pages = _pdf_pages(HTML / "slides" / f"{unit}.pdf", read=1)
+    assert len(pages) == len(deck.slides), \
+        f"{unit}.pdf has {len(pages)} pages for {len(deck.slides)} slides (a slide that overflows adds pages)"
+    height = pages[0]["size"][1]
+    title = [(y, size) for x, y, size, text in pages[0]["placed"] if _pdf_words(text)]
+    assert len(title) >= 2, f"{unit}.pdf: page 1 shows {pages[0]['placed']}, not the title and its subtitle"
+    # A line's ink runs from about its baseline - 0.25 size (descenders) to its baseline + 0.75 size (capitals).
+    top, bottom = max(y + 0.75 * size for y, size in title), min(y - 0.25 * size for y, size in title)
+    off = ((top + bottom) / 2 - height / 2) / height
+    assert abs(off) < 0.05, (f"{unit}.pdf: the title's text is centred {off:+.1%} of the page's height from the "
+                             f"page's middle (text from {bottom:.0f} to {top:.0f} pt of {height:.0f})")
 
 
-# --- self-check questions in the chapters -----------------------------------------------
-
-_ANSWER = r"""async ([correct]) => {
-  const q = Array.from(document.querySelectorAll('.Quiz')).find(w => w.querySelector('.MultipleChoiceQn'));
-  if (!q) return {error: 'no multiple-choice question on the page'};
-  const label = q.querySelector(`label.MCButton[data-correct="${correct}"]`);
-  label.click();
-  await new Promise(r => setTimeout(r, 200));
-  const fb = q.querySelector('.Feedback');
-  const decoded = document.createElement('div');
-  decoded.innerHTML = label.dataset.feedback;   // the text as written in the question file
-  return {expected: decoded.textContent, shown: fb.textContent.trim(), classes: fb.className,
-          question: q.querySelector('.MultipleChoiceQn').textContent.trim().slice(0, 80)};
-}"""
-_NUMERIC = r"""() => {
-  const inp = document.querySelector('.Quiz .NumericQn ~ .Answer input.Input-text, .Quiz input.Input-text');
-  if (!inp) return null;
-  const answers = JSON.parse(inp.dataset.answers);
-  const p = inp.dataset.precision;
-  const typed = x => p > 0 ? Number(Number(x).toPrecision(p)) : x;   // what jupyterquiz compares
-  const wrong = answers.find(a => a.type === 'range' && a.correct === false);
-  const right = answers.find(a => a.type === 'value' && a.correct === true);
-  let value = null;
-  if (wrong) {   // a number a student could type that lands in the range once rounded to `precision`
-    const [lo, hi] = wrong.range;
-    value = [lo, (lo + hi) / 2, hi - (hi - lo) / 1000].map(typed).find(v => v >= lo && v < hi);
-    if (value === undefined) return {id: inp.id, unreachable: wrong.range, precision: p};
-  }
-  return {id: inp.id, wrong: value, wrongFeedback: wrong ? wrong.feedback : null,
-          right: right.value, rightFeedback: right.feedback};
-}"""
-
-
-def _words(text: str) -> str:
-    """The first words of a feedback text outside its maths (MathJax rewrites the maths on the page)."""
-    prose = re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", text)
-    return " ".join(re.sub(r"[*_`]", "", prose).split()[:4])
-
-
-def _shows(shown: str, expected: str) -> bool:
-    return _words(expected) in " ".join(shown.split())
-
-
-@pytest.fixture(scope="module")
-def quiz_visits(site, tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    seen = {}
-    with sync_playwright() as pw:
-        context, outside = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
-        for unit in QUIZZES:
-            page = context.new_page()
-            errors = _watch(page)
-            page.goto(f"{site}/units/{unit}.html", wait_until="load")
-            # jupyterquiz draws each section's questions from its own script: wait for all of them
-            expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
-            try:
-                page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
-            except Exception:  # noqa: BLE001 (a timeout: the count is compared in the test, with its message)
-                pass
-            record = {"quizzes": page.evaluate("document.querySelectorAll('.Quiz').length"),
-                      "wrong": page.evaluate(_ANSWER, ["false"]), "right": page.evaluate(_ANSWER, ["true"])}
-            numeric = page.evaluate(_NUMERIC)
-            if numeric and "unreachable" in numeric:
-                record["unreachable"] = numeric
-            elif numeric:
-                box = page.locator(f"[id='{numeric['id']}']")
-                for which in ("wrong", "right"):
-                    if numeric[which] is None:
-                        continue
-                    box.click()
-                    box.fill("")
-                    box.type(repr(numeric[which]))
-                    box.press("Enter")
-                    page.wait_for_timeout(200)
-                    fb = page.evaluate(f"(() => {{ const i = document.getElementById('{numeric['id']}'); "
-                                       "const f = i.closest('.Quiz').querySelector('.Feedback'); "
-                                       "return {shown: f.textContent.trim(), classes: f.className}; })()")
-                    record[f"numeric_{which}"] = {**fb, "expected": numeric[f"{which}Feedback"]}
-            record["errors"] = list(errors)
-            seen[unit] = record
-            page.close()
-        context.close()
-    return seen, outside
-
-
-@pytest.mark.parametrize("unit", QUIZZES)
-def test_self_checks_answer_in_the_browser(quiz_visits, unit):
-    visit = quiz_visits[0][unit]
-    expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
-    assert visit["quizzes"] == expected, f"{unit}: {visit['quizzes']} questions on the page, {expected} in its file"
-    written = {" ".join(a["feedback"].split()) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values()
-               for q in qs for a in q["answers"]}
-    for which, mark in (("wrong", "incorrect"), ("right", "correct")):
-        r = visit[which]
-        assert "error" not in r, f"{unit}: {r.get('error')}"
-        assert " ".join(r["expected"].split()) in written, f"{unit}: the page's feedback {r['expected']!r} is not in its file"
-        assert mark in r["classes"].split(), f"{unit}: a {which} answer to {r['question']!r} was marked {r['classes']!r}"
-        assert _shows(r["shown"], r["expected"]), \
-            f"{unit}: after a {which} answer the page shows {r['shown']!r}, not its feedback {r['expected']!r}"
-    assert "unreachable" not in visit, (f"{unit}: no number rounded to the question's precision lands in the wrong-answer "
-                                        f"range: {visit.get('unreachable')}")
-    if "numeric_wrong" in visit:
-        r = visit["numeric_wrong"]
-        assert "incorrect" in r["classes"].split(), f"{unit}: a wrong numeric answer was marked {r['classes']!r}"
-        assert _shows(r["shown"], r["expected"]), f"{unit}: shown {r['shown']!r}, not {r['expected']!r}"
-    if "numeric_right" in visit:
-        assert "correct" in visit["numeric_right"]["classes"].split(), f"{unit}: the right numeric answer was refused"
-    assert not visit["errors"], f"{unit}: the browser reported errors: {visit['errors'][:5]}"
-
-
-def test_every_chapter_has_a_numeric_self_check(quiz_visits):
-    missing = [u for u, v in quiz_visits[0].items() if "numeric_wrong" not in v]
-    assert not missing, f"chapters whose page offers no numeric question with a typical wrong answer: {missing}"
-
-
-def test_self_checks_fetch_nothing_from_the_internet(quiz_visits):
-    assert not quiz_visits[1], f"the chapters asked for resources outside 127.0.0.1: {sorted(set(quiz_visits[1]))[:10]}"
+@pytest.mark.parametrize("unit", DECKS)
+def test_the_handout_holds_every_slide_above_its_notes(site, unit):
+    """<unit>-notes.pdf: A4 portrait; each slide on the same page as its whole speaker notes (their words, in
+    order: nothing cut off), the notes in type of 10 pt or more, and no page but the last less than 60% full."""
+    deck = slides.parse_deck(ROOT / slides.SLIDES_SRC / f"{unit}.md")
+    pages = _pdf_pages(HTML / "slides" / f"{unit}-notes.pdf")
+    n = len(deck.slides)
+    width, height = pages[0]["size"]
+    assert (round(width), round(height)) == (595, 842), \
+        f"{unit}-notes.pdf: {width:.0f} x {height:.0f} pt, not A4 portrait"
+    assert math.ceil(n / 2) <= len(pages) <= math.ceil(n / 2) + 2, \
+        f"{unit}-notes.pdf: {len(pages)} pages for {n} slides (two to a page, fewer where notes are long)"
+    problems, page_of = [], {}
+    for number, page in enumerate(pages, start=1):
+        for label in re.finditer(r"Slide (\d+) of (\d+)", page["text"]):
+            page_of.setdefault(int(label.group(1)), []).append(number)
+        body = [(x, y, size) for x, y, size, text in page["placed"] if y > 60]  # above the footer
+        margin = min(x for x, y, size in body)  # the notes and their labels start at the left margin
+        small = sorted({round(size, 1) for x, y, size in body if x < margin + 1 and size < 9.95})
+        if small:
+            problems.append(f"page {number}: notes set in {small} pt (at least 10)")
+        lowest = min(y for x, y, size in body)
+        if number < len(pages) and lowest > 0.4 * height:
+            problems.append(f"page {number}: its text ends {1 - lowest / height:.0%} down the page")
+    for slide in deck.slides:
+        on = page_of.get(slide.number, [])
+        if len(on) != 1:
+            problems.append(f"slide {slide.number}: on pages {on}, not on one")
+            continue
+        words = _pdf_words(pages[on[0] - 1]["text"])
+        if not _in_order(_pdf_words(slide.notes), words):
+            problems.append(f"slide {slide.number}: its notes are not all on page {on[0]} (cut off?)")
+        if not _in_order(_pdf_words(slide.title) * 2, words):  # once on the slide, once in the label above its notes
+            problems.append(f"slide {slide.number}: the slide itself is not on page {on[0]}")
+    assert not problems, f"{unit}-notes.pdf:\n" + "\n".join(problems)
 
 
 # --- every figure, for reuse ---------------------------------------------------------------
@@ -353,8 +474,9 @@ _INSPECT_NOTES = r"""async () => {
 
 
 def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factory):
-    """Each unit's notes page: maths typeset, no console error, and its links (deck, PDF, figures,
-    chapter) lead to files that exist."""
+    """Each unit's notes page: maths typeset, no console error, no serious accessibility violation, and its
+    links (deck, PDF, figures, chapter) lead to files that exist. The notes' index and the figure gallery pass
+    axe-core too, and the gallery's images say what they show."""
     from playwright.sync_api import sync_playwright
 
     built = BUILD / "instructors"
@@ -363,7 +485,7 @@ def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factor
         context, outside = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
         for unit in DECKS:
             page = context.new_page()
-            errors = _watch(page)
+            errors = watch(page)
             page.goto(f"{url}/instructors/{unit}.html", wait_until="load")
             seen = page.evaluate(_INSPECT_NOTES)
             if errors:
@@ -374,7 +496,17 @@ def test_instructor_pages_render_and_link_to_the_materials(site, tmp_path_factor
                 path = urllib.parse.urlsplit(link).path
                 if link.startswith(url) and not (BUILD / path.lstrip("/")).exists():
                     problems.append(f"{unit}: broken link {path}")
+            if blocking(audit(page)):
+                problems.append(f"{unit}: {describe(blocking(audit(page)))}")
             page.close()
+        page = context.new_page()
+        for other in ("instructors/index.html", "html/figures/index.html"):
+            page.goto(f"{url}/{other}", wait_until="load")
+            if blocking(audit(page)):
+                problems.append(f"{other}: {describe(blocking(audit(page)))}")
+        alts = page.eval_on_selector_all("img", "es => es.map(e => e.getAttribute('alt') || '')")
+        problems += [f"figure gallery: an image with alt text {a!r}" for a in alts if len(a) < 30]
+        page.close()
         context.close()
     assert (built / "index.html").exists()
     assert not outside, f"instructor pages asked for resources outside 127.0.0.1: {outside[:5]}"
@@ -405,76 +537,3 @@ def test_outputs_come_from_the_cache_not_myst_nbs_copy(site, tmp_path):
     (root / slides.JUPYTER_CACHE).unlink()
     (root / slides.EXECUTED / "01-ngrams.ipynb").write_text(json.dumps(empty))
     assert slides.executed_cells(root, "01-ngrams") is None, "no cache and an empty copy: not executed"
-
-
-def test_self_checks_work_before_mathjax_arrives(site, tmp_path_factory):
-    """The questions are drawn by inline scripts, MathJax by a deferred one: on a slow connection (or a
-    loaded machine) a quiz is drawn while `window.MathJax` is still the page's configuration object.
-    jupyterquiz's own test (`typeof MathJax != 'undefined'`) then read `MathJax.version[0]` and threw,
-    leaving the quiz half-drawn. Here MathJax never arrives at all: every question must still be drawn
-    and answer."""
-    from playwright.sync_api import sync_playwright
-
-    unit = "07-gpt"
-    expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
-    with sync_playwright() as pw:
-        context, _ = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
-        page = context.new_page()
-        page.route("**/mathjax/**", lambda route: route.abort())
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{site}/units/{unit}.html", wait_until="load")
-        try:
-            page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
-        except Exception:  # noqa: BLE001 (a timeout: the count is asserted below, with its message)
-            pass
-        assert page.evaluate("typeof window.MathJax === 'object' && !window.MathJax.version"), \
-            "the test needs MathJax's configuration on the page without MathJax itself"
-        drawn = page.evaluate("document.querySelectorAll('.Quiz').length")
-        answer = page.evaluate(_ANSWER, ["false"])
-        context.close()
-    assert not errors, f"{unit} without MathJax: {errors[:3]}"
-    assert drawn == expected, f"{unit} without MathJax: {drawn} questions drawn of {expected}"
-    assert "incorrect" in answer["classes"].split() and _shows(answer["shown"], answer["expected"]), answer
-
-
-def test_self_checks_drawn_before_mathjax_are_typeset_when_it_arrives(site, tmp_path_factory):
-    """The same race the other way round: MathJax arrives five seconds after the questions were drawn.
-    The questions' maths must still be typeset (the page's own first pass ignores the document body, so
-    nothing else would), with no error on the way."""
-    from playwright.sync_api import sync_playwright
-
-    unit = "08-capstone"  # its questions are full of maths
-    with sync_playwright() as pw:
-        context, _ = _browser(pw, tmp_path_factory, {"width": 1280, "height": 900})
-        page = context.new_page()
-
-        def delayed(route):
-            url = urllib.parse.urlsplit(route.request.url)
-            if url.path.endswith("tex-mml-chtml.js") and "late=1" not in url.query:
-                # the page's own request (`?v=<digest>` or none): answer with a loader that waits
-                late = url._replace(query="late=1").geturl()
-                body = (f"setTimeout(() => {{ const s = document.createElement('script'); s.src = '{late}'; "
-                        "document.head.appendChild(s); }, 3000);")
-                route.fulfill(status=200, content_type="text/javascript", body=body)
-            else:
-                route.continue_()
-
-        page.route("**/mathjax/**", delayed)
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{site}/units/{unit}.html", wait_until="load")
-        expected = sum(len(qs) for qs in quiz.load(unit, ROOT / "book" / "quizzes").values())
-        page.wait_for_function(f"document.querySelectorAll('.Quiz').length >= {expected}", timeout=20000)
-        drawn_early = page.evaluate("!window.MathJax.version")
-        page.wait_for_function("window.MathJax && MathJax.startup && MathJax.typesetPromise", timeout=60000)
-        page.wait_for_timeout(1500)
-        state = page.evaluate(r"""() => {
-          const quizzes = Array.from(document.querySelectorAll('.Quiz'));
-          return {typeset: quizzes.reduce((n, q) => n + q.querySelectorAll('mjx-container').length, 0),
-                  raw: quizzes.map(q => q.textContent).filter(t => /\\\(|\\\[/.test(t)).map(t => t.slice(0, 80))};
-        }""")
-        context.close()
-    assert drawn_early, "the questions were not drawn before MathJax: the test did not make the race it is about"
-    assert not errors, f"{unit} with MathJax late: {errors[:3]}"
-    assert state["typeset"] > 0 and not state["raw"], f"{unit} with MathJax late: {state}"

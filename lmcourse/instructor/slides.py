@@ -9,6 +9,8 @@ that a figure, an equation or a code block exists once:
     {equation}`ngram-mle`               the chapter's labelled equation
     {code}`def perplexity(`             the chapter's code cell holding that text (it must be unique)
     {code}`def perplexity(` lines 1-8   ... only those lines of it
+    {code}`def train(` lines 1-3, 9-12  ... lines 1-3, a line `...` for 4-8, then lines 9-12
+    {code}`class Table:` lines 1-9, ...  ... lines 1-9, then `...` for the rest of the class
     {output}`print(f"{name:28s} H`      the text that cell printed when the chapter ran
 
 each on a line of its own. Slides are separated by a line holding only
@@ -17,12 +19,28 @@ speaker view, key S), which run to the end of the slide. A line
 ``Syllabus: 2, 5`` says which of the unit's starred syllabus items the slide
 teaches (it is not shown). Everything else is Markdown with ``$...$`` maths.
 
+A code excerpt must read as code: what a slide shows is a whole syntactic
+unit, never a body without its ``def`` or a ``return`` cut loose from its
+function. So every range starts where a statement starts and ends where one
+ends (not inside an open bracket), the excerpt starts at a statement of the
+cell's top level or of a class body (a method is a unit; the inside of a
+function or a loop is not), and nothing shown is cut off unless the cut is
+marked: a ``...`` line stands for the lines left out between two ranges, or
+after the last one with ``, ...``; it is indented like the first line it
+replaces, so the excerpt, flush left, still compiles as Python (IPython's
+``%magic`` and ``!shell`` lines count as the calls IPython makes of them; a
+``%%`` cell magic is not Python, and is shown unchecked).
+``check_excerpt`` says what is wrong and which lines would be whole.
+
 ``lmcourse slides --check`` validates every deck against its chapter without
 building anything (20-35 slides, speaker notes on every slide, every
-reference found once); ``lmcourse book`` renders them after the chapters have
-run, into ``book/_build/html/slides/<unit>.html`` (plus a PDF when Chromium is
-installed), with every figure of the book exported next to them as SVG and PNG
-under stable names (``figures/<unit>/<figure name>.svg``).
+reference found once, every code excerpt whole); ``lmcourse book`` renders
+them after the chapters have run, into ``book/_build/html/slides/<unit>.html``,
+with every figure of the book exported next to them as SVG and PNG under
+stable names (``figures/<unit>/<figure name>.svg``). Where Chromium is
+installed, each deck is also printed twice (print_pdfs): ``<unit>.pdf``, one
+page per slide, and ``<unit>-notes.pdf``, the instructor's handout: A4
+portrait, each slide scaled down above its speaker notes, two to a page.
 """
 
 from __future__ import annotations
@@ -45,8 +63,12 @@ REVEAL_DIR = Path("node_modules") / "reveal.js" / "dist"
 MIN_SLIDES, MAX_SLIDES = 20, 35
 # The slide's logical size: reveal.js scales it to the window, and the PDF prints one page per slide.
 WIDTH, HEIGHT = 1280, 720
+# The handout (<unit>-notes.pdf): A4 portrait, each slide this wide (of 210 mm) above its notes.
+HANDOUT_SLIDE_MM, HANDOUT_MARGIN_MM = 150, 12
 
-_REF = re.compile(r"^\{(figure|equation|code|output)\}`([^`]+)`(?:\s+lines\s+(\d+)-(\d+))?\s*$")
+_REF = re.compile(r"^\{(figure|equation|code|output)\}`([^`]+)`(?:\s+lines\s+(.*?))?\s*$")
+# "12-20", "1-3, 9-12", "12-20, ..." (a line `...` for what follows line 20 in the statement shown)
+_LINES = re.compile(r"^(\d+\s*-\s*\d+(?:\s*,\s*\d+\s*-\s*\d+)*)(\s*,\s*\.\.\.)?$")
 _SYLLABUS = re.compile(r"^Syllabus:\s*([\d,\s]+)$")
 
 
@@ -61,7 +83,14 @@ class SlidesError(Exception):
 class Ref:
     kind: str  # figure | equation | code | output
     key: str
-    lines: tuple[int, int] | None = None
+    lines: tuple[tuple[int, int], ...] = ()  # the line ranges shown (1-based, inclusive); () = all of it
+    more: bool = False  # `lines ..., ...`: a line `...` after the last range stands for the rest
+    spec: str = ""  # the `lines ...` text as written, for messages ("" when there is none)
+
+    @property
+    def unreadable(self) -> bool:
+        """A `lines ...` that is not a list of ranges (the check says so)."""
+        return bool(self.spec) and not self.lines
 
 
 @dataclass
@@ -109,14 +138,21 @@ def parse_deck(path: Path) -> Deck:
                 if buf:
                     slide.body.append("\n".join(buf))
                     buf = []
-                lines = (int(ref.group(3)), int(ref.group(4))) if ref.group(3) else None
-                slide.body.append(Ref(ref.group(1), ref.group(2), lines))
+                slide.body.append(_ref(ref.group(1), ref.group(2), (ref.group(3) or "").strip()))
             else:
                 buf.append(line)
         if "\n".join(buf).strip():
             slide.body.append("\n".join(buf))
         slides.append(slide)
     return Deck(path.stem, path, slides)
+
+
+def _ref(kind: str, key: str, spec: str) -> Ref:
+    m = _LINES.match(spec)
+    if not m:
+        return Ref(kind, key, spec=spec)
+    ranges = tuple(tuple(int(x) for x in r.split("-")) for r in re.sub(r"\s", "", m.group(1)).split(","))
+    return Ref(kind, key, ranges, more=bool(m.group(2)), spec=spec)
 
 
 def _split_notes(block: str) -> tuple[str, str]:
@@ -302,6 +338,203 @@ def check_deck(deck: Deck, chapter: Chapter, *, starred: int | None = None, exec
     return problems
 
 
+# --- code excerpts ---------------------------------------------------------------
+
+
+def _as_python(source: str) -> list[str] | None:
+    """The cell's lines as the Python that IPython runs, line for line: `%time f()` becomes
+    `get_ipython().run_line_magic('time', 'f()')`, `!ls` a `.system('ls')` call. None for a cell that
+    starts with a `%%` cell magic (its body is another language) or that IPython would not run line for line."""
+    lines = source.splitlines()
+    if source.lstrip().startswith("%%"):
+        return None
+    if not any(re.match(r"\s*[%!]|[^#'\"]*=\s*[%!]", line) for line in lines):
+        return lines
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    python = TransformerManager().transform_cell(source).splitlines()
+    return python if len(python) == len(lines) else None
+
+
+@dataclass
+class _Statement:
+    start: int  # first line (its first decorator's, for a decorated def or class)
+    end: int
+    node: object  # the ast node
+    parent: object  # the ast node whose body holds it (the Module, a ClassDef, a FunctionDef, a For, ...)
+
+    @property
+    def kind(self) -> str:
+        """def, class, or the statement's keyword (for, with, ...)."""
+        import ast
+
+        return {ast.FunctionDef: "def", ast.AsyncFunctionDef: "def", ast.ClassDef: "class"}.get(
+            type(self.node), type(self.node).__name__.lower())
+
+    @property
+    def name(self) -> str:
+        """`def forward`, `class Norm`, or `the for statement`."""
+        if self.kind in ("def", "class"):
+            return f"`{self.kind} {self.node.name}`"
+        return f"the `{self.kind}` statement"
+
+    def header_end(self) -> int:
+        """The last line of a def's or class's header, its docstring included (the lines before its body)."""
+        import ast
+
+        body = self.node.body
+        first = body[0]
+        if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+                and len(body) > 1):
+            return first.end_lineno
+        return first.lineno - 1
+
+
+def _statements(tree) -> list[_Statement]:
+    """Every statement of a module, at every depth, with the node whose body holds it."""
+    import ast
+
+    found = []
+
+    def visit(node):
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, name, None) or []:
+                if isinstance(child, ast.stmt):
+                    start = min([child.lineno] + [d.lineno for d in getattr(child, "decorator_list", [])])
+                    found.append(_Statement(start, child.end_lineno, child, node))
+                visit(child)
+
+    visit(tree)
+    return found
+
+
+def _logical_lines(python: list[str]) -> tuple[set[int], set[int], set[int]]:
+    """(lines where a statement's text starts, lines where one ends, lines holding code) of a cell, from its
+    tokens: a line inside an open bracket, or continued with a backslash, neither starts nor ends one."""
+    import io
+    import tokenize
+
+    starts, ends, code = set(), set(), set()
+    layout = {tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE, tokenize.ENDMARKER}
+    at_start = True
+    for tok in tokenize.generate_tokens(io.StringIO("\n".join(python) + "\n").readline):
+        if tok.type == tokenize.NEWLINE:
+            ends.add(tok.start[0])
+            at_start = True
+        elif tok.type not in layout:
+            if at_start:
+                starts.add(tok.start[0])
+                at_start = False
+            code.update(range(tok.start[0], tok.end[0] + 1))
+    return starts, ends, code
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def check_excerpt(source: str, ranges: tuple[tuple[int, int], ...], more: bool = False) -> tuple[str, list[str]]:
+    """The excerpt a slide shows of a code cell, and what is wrong with it ([] when it is a whole unit).
+
+    `ranges`: the 1-based, inclusive line ranges shown (() = the whole cell); between two of them, and
+    after the last when `more`, a line `...` stands for what was left out, indented like the first
+    line it replaces. The excerpt is returned flush left. A problem names the lines that would be
+    whole ("widen the range to lines 12-24, the whole `class CountTable`").
+    """
+    import ast
+
+    lines = source.splitlines()
+    ranges = ranges or ((1, len(lines)),)
+    problems = [f"lines {a}-{b} of a cell of {len(lines)} lines" for a, b in ranges if not 1 <= a <= b <= len(lines)]
+    problems += [f"lines {a}-{b} come after lines {c}-{d}: list the ranges in order, apart"
+                 for (c, d), (a, b) in zip(ranges, ranges[1:]) if a <= d]
+    if problems:
+        return "", problems
+    python = _as_python(source)
+    try:
+        tree = ast.parse("\n".join(python)) if python is not None else None
+    except SyntaxError:
+        tree = None  # the chapter ran it, so only a cell IPython reads differently gets here: shown unchecked
+    if tree is None:
+        python = lines
+    starts, ends, code = _logical_lines(python) if tree is not None else (set(), set(), set(range(1, len(lines) + 1)))
+    statements = _statements(tree) if tree is not None else []
+
+    def first_code(a: int, b: int) -> int | None:
+        return next((n for n in range(a, b + 1) if n in code), None)
+
+    def last_code(a: int, b: int) -> int | None:
+        return next((n for n in range(b, a - 1, -1) if n in code), None)
+
+    shown, checked = [], []
+    for i, (a, b) in enumerate(ranges):
+        if i:  # the lines left out since the previous range
+            gap = first_code(ranges[i - 1][1] + 1, a - 1)
+            if gap is None:
+                problems.append(f"lines {ranges[i - 1][1] + 1}-{a - 1}, left out, hold no code: join the two ranges")
+                continue
+            shown.append(_indent(lines[gap - 1]) + "...")
+            checked.append(_indent(python[gap - 1]) + "...")
+        shown += lines[a - 1: b]
+        checked += python[a - 1: b]
+        if tree is None:
+            continue
+        first, last = first_code(a, b), last_code(a, b)
+        if first is None:
+            problems.append(f"lines {a}-{b} hold no code")
+            continue
+        if first not in starts:
+            begins = max(n for n in starts if n < first)
+            problems.append(f"line {first} is inside a statement that begins on line {begins} (an open bracket or "
+                            f"a continued line): start the range at line {begins}")
+        if last not in ends:
+            ending = min(n for n in ends if n > last)
+            problems.append(f"line {last} ends mid-statement (it goes on to line {ending}): "
+                            f"end the range at line {ending}")
+    first, last = first_code(ranges[0][0], ranges[-1][1]), last_code(ranges[0][0], ranges[-1][1])
+    if tree is not None and first is not None and not problems:
+        # The excerpt must start at a unit: a statement of the cell's top level, or of a class body.
+        opener = min((s for s in statements if first in (s.start, s.node.lineno)), key=lambda s: s.start, default=None)
+        if opener is not None and not isinstance(opener.parent, (ast.Module, ast.ClassDef)):
+            unit = next(s for s in statements if s.node is opener.parent)  # climb to the unit that holds it
+            while not isinstance(unit.parent, (ast.Module, ast.ClassDef)):
+                unit = next(s for s in statements if s.node is unit.parent)
+            rest = ", ..." if last < unit.end else ""
+            if unit.header_end() < first - 1:  # its header, then the lines shown: `lines 9-10, 18-27`
+                other = f"keep its header: `lines {unit.start}-{unit.header_end()}, {_spec(ranges)}{rest}`"
+            else:  # the lines shown follow its header: start there
+                other = f"start at its header: `lines {unit.start}-{last}{rest}`" if rest else ""
+            problems.append(f"lines {first}-{last} are the inside of {unit.name} (lines {unit.start}-{unit.end}), a "
+                            f"body without its header: widen the range to lines {unit.start}-{unit.end}, the whole "
+                            f"{unit.kind}" + (f", or {other}" if other else ""))
+        # ... and end where every statement it opened has ended, unless `, ...` marks the cut.
+        cut = [s for s in statements if first <= s.start <= last < s.end]
+        if cut and not more:
+            outer = min(cut, key=lambda s: s.start)
+            problems.append(f"the excerpt stops inside {outer.name} (lines {outer.start}-{outer.end}): widen the "
+                            f"range to end at line {outer.end}, the whole {outer.kind}, or mark the cut: "
+                            f"`lines {_spec(ranges)}, ...`")
+        if more:
+            after = first_code(last + 1, len(lines))
+            if not cut or after is None:
+                problems.append(f"`, ...` after line {last}, but no statement shown goes on after it: drop the `, ...`")
+            else:
+                shown.append(_indent(lines[after - 1]) + "...")
+                checked.append(_indent(python[after - 1]) + "...")
+    excerpt = textwrap.dedent("\n".join(shown)).strip("\n")
+    if tree is not None and not problems:
+        try:
+            compile(textwrap.dedent("\n".join(checked)).strip("\n"), "<excerpt>", "exec", dont_inherit=True)
+        except SyntaxError as err:
+            problems.append(f"the excerpt does not compile on its own: {err.msg} (its line {err.lineno}); "
+                            "show the statement that holds it, whole")
+    return excerpt, problems
+
+
+def _spec(ranges: tuple[tuple[int, int], ...]) -> str:
+    return ", ".join(f"{a}-{b}" for a, b in ranges)
+
+
 # --- rendering -------------------------------------------------------------------
 
 
@@ -323,20 +556,22 @@ def resolve(ref: Ref, chapter: Chapter, *, executed: bool = True) -> Resolved:
         if executed and not _images(cell):
             raise SlidesError(f"the figure {ref.key!r} has no image in the executed chapter")
         return Resolved("", figure=(chapter.unit, ref.key))
+    if ref.unreadable:
+        raise SlidesError(f"`lines {ref.spec}`: write the lines shown as ranges, e.g. `lines 1-8`, `lines 1-3, 9-12` "
+                          "or `lines 1-9, ...`")
     index, cell = chapter.code_cell(ref.key)
     if ref.kind == "code":
-        lines = cell["source"].splitlines()
-        if ref.lines:
-            a, b = ref.lines
-            if not 1 <= a <= b <= len(lines):
-                raise SlidesError(f"lines {a}-{b} of a cell of {len(lines)} lines")
-            lines = lines[a - 1: b]
-        # An excerpt from inside a function reads better flush left.
-        return Resolved(highlight(textwrap.dedent("\n".join(lines)).strip("\n")))
+        excerpt, problems = check_excerpt(cell["source"], ref.lines, ref.more)
+        if problems:
+            raise SlidesError(f"{{code}}`{ref.key}`" + (f" lines {ref.spec}" if ref.spec else "") + ": "
+                              + "; ".join(problems))
+        return Resolved(highlight(excerpt))
     # output
+    if len(ref.lines) > 1 or ref.more:
+        raise SlidesError(f"`lines {ref.spec}`: what a cell printed is shown as one range of lines, e.g. `lines 1-8`")
     if not executed:
         return Resolved("")
-    shown = _outputs_html(chapter.executed_cell(cell), ref.lines)
+    shown = _outputs_html(chapter.executed_cell(cell), ref.lines[0] if ref.lines else None)
     if not shown:
         raise SlidesError(f"the cell holding {ref.key!r} showed nothing (no text, no table) when the chapter ran")
     return Resolved(shown)
@@ -386,6 +621,17 @@ def _images(cell: dict) -> dict[str, str]:
     return found
 
 
+def figure_alt(cell: dict) -> str:
+    """What a figure cell's image shows, in words: the alt text its kernel wrote (lmcourse.figure_notes),
+    else the figure's caption, else its name."""
+    for o in reversed(cell.get("outputs", [])):
+        alt = ((o.get("metadata") or {}).get("image/png") or {}).get("alt")
+        if alt:
+            return alt
+    figure = (dict(cell.get("metadata", {})).get("mystnb") or {}).get("figure") or {}
+    return " ".join(str(figure.get("caption", "")).split()) or str(_figure_name(cell) or "figure")
+
+
 def highlight(code: str) -> str:
     """Python source as highlighted HTML (Pygments classes; the deck's stylesheet colours them)."""
     from pygments import highlight as pyg
@@ -431,7 +677,7 @@ def export_figures(root: Path, html_dir: Path, executed: dict[str, list[dict] | 
             folder = out / unit
             folder.mkdir(parents=True, exist_ok=True)
             entry = {"name": name, "caption": " ".join(
-                str(dict(cell["metadata"])["mystnb"]["figure"].get("caption", "")).split())}
+                str(dict(cell["metadata"])["mystnb"]["figure"].get("caption", "")).split()), "alt": figure_alt(cell)}
             if "image/svg+xml" in images:
                 (folder / f"{name}.svg").write_text(images["image/svg+xml"], encoding="utf-8")
                 entry["svg"] = f"{unit}/{name}.svg"
@@ -453,7 +699,7 @@ def _write_gallery(out: Path, index: dict[str, list[dict]]) -> None:
         for f in figures:
             src = f.get("png") or f.get("svg")
             links = " · ".join(f'<a href="{f[k]}">{k.upper()}</a>' for k in ("svg", "png") if k in f)
-            rows.append(f'<figure><img src="{src}" alt="{html.escape(f["name"])}" loading="lazy">'
+            rows.append(f'<figure><img src="{src}" alt="{html.escape(f.get("alt") or f["name"])}" loading="lazy">'
                         f'<figcaption><code>{html.escape(f["name"])}</code> ({links}): '
                         f'{html.escape(f["caption"])}</figcaption></figure>')
     (out / "index.html").write_text(
@@ -471,7 +717,25 @@ _STYLE = """
 .reveal { --r-heading-text-transform: none; --r-main-font-size: 30px; }
 .reveal h1 { font-size: 2.0em; } .reveal h2 { font-size: 1.35em; margin-bottom: .4em; }
 .reveal .slides section { text-align: left; height: 100%; box-sizing: border-box; padding-top: 14px; }
-.reveal .slides section.title-slide { text-align: center; padding-top: 180px; }
+/* The title slide's block sits at the slide's centre, by absolute position rather than padding: reveal.js's
+   print layout zeroes every slide's padding and its scroll view (phones) forces every slide's height, so
+   padding or reveal's own `center` (which measures the content) would put the title elsewhere in each. */
+.reveal .slides section.title-slide { text-align: center; padding: 0; }
+.reveal .title-block { position: absolute; left: 0; right: 0; top: 50%; transform: translateY(-50%); padding: 0 80px; }
+.reveal .title-block > :first-child { margin-top: 0; }
+.reveal .title-block > :last-child { margin-bottom: 0; }
+.reveal .title-block h1 { margin-bottom: .45em; }
+.reveal .title-block h1::after { content: ""; display: block; width: 120px; height: 5px; margin: .35em auto 0;
+  border-radius: 3px; background: #2a76dd; }
+.reveal .title-block p { color: #444; margin: .35em 0; }
+/* The slide number: reveal's white on 40% black is 2.8:1 (WCAG asks 4.5:1), and its link is 14 px tall
+   (a touch target needs 24 px). */
+.reveal .slide-number { background-color: #595959; color: #fff; font-size: 14px; padding: 0; }
+.reveal .slide-number a { display: inline-block; padding: 5px 8px; line-height: 14px; }
+.reveal .slide-number-pdf { padding: 5px 8px; }
+/* Printed, a slide is the slide's size: reveal.js leaves each at its page's height, a margin taller. */
+html.reveal-print .reveal .slides section { height: {HEIGHT}px; }
+html.reveal-print .pdf-page:has(> section.title-slide) > .slide-number-pdf { display: none; }
 .reveal ul, .reveal ol { display: block; margin-left: 1em; }
 .reveal li { margin: .25em 0; }
 .reveal p { margin: .5em 0; }
@@ -486,6 +750,23 @@ _STYLE = """
 .reveal pre.output { font-size: 19px; margin: .4em 0; }
 .reveal .output-table table { font-size: 19px; }
 .reveal .math.display { margin: .3em 0; }
+/* The handout (?print-pdf&handout): A4 portrait, slides scaled down above their speaker notes, two to a page
+   (see buildHandout below). */
+html.handout body { background: #fff; }
+html.handout .reveal .slides { text-align: left; }
+html.handout .handout-item { break-inside: avoid; page-break-inside: avoid; padding-bottom: 3mm; margin-bottom: 4mm;
+  border-bottom: .5pt solid #bbb; }
+html.handout.reveal-print .reveal .slide-number-pdf { display: none; }  /* the label under the slide numbers it */
+html.handout .handout-item:last-of-type { margin-bottom: 0; border-bottom: 0; }  /* else a blank last page */
+html.handout .handout-slide { width: {HANDOUT_SLIDE_MM}mm; margin: 0 auto; position: relative; }
+/* the slide's frame, drawn over the slide: reveal.js paints each page above its parent (z-index 1) */
+html.handout .handout-slide::after { content: ""; position: absolute; inset: 0; z-index: 2; border: 1pt solid #999; }
+html.handout.reveal-print .reveal .slides .pdf-page { page-break-after: auto; break-after: auto; }
+html.handout .handout-notes { font-family: "Source Sans Pro", Helvetica, Arial, sans-serif; font-size: 10.5pt;
+  line-height: 1.4; color: #1a1a1a; margin-top: 2.5mm; }
+html.handout .handout-notes p { margin: 0 0 1.5mm; line-height: 1.4; }
+html.handout .handout-notes .handout-label { font-weight: 600; font-size: 10pt; color: #444; margin-bottom: 1mm; }
+html.handout .handout-notes code { font-size: 10pt; }
 """
 
 
@@ -501,7 +782,10 @@ def render_deck(deck: Deck, chapter: Chapter, figures: dict[tuple[str, str], str
                 res = resolve(chunk, chapter)
                 if res.figure:
                     src = figures[res.figure]
-                    parts.append(f'<img class="figure" src="../figures/{src}" alt="figure {html.escape(chunk.key)}">')
+                    name = res.figure[1]  # res.figure: (unit, name); the executed cell holds the alt text
+                    alt = figure_alt(next((c for c in chapter.executed or [] if _figure_name(c) == name), None)
+                                     or _source_figure(chapter, name))
+                    parts.append(f'<img class="figure" src="../figures/{src}" alt="{html.escape(alt)}">')
                     continue
                 parts.append(res.html)
             else:
@@ -509,6 +793,8 @@ def render_deck(deck: Deck, chapter: Chapter, figures: dict[tuple[str, str], str
                 parts.append(body)
             if not (isinstance(chunk, str) and re.fullmatch(r"\s*#.*\s*", chunk)):
                 figure_only = False
+        if slide.number == 1:  # centred as one block (see _STYLE)
+            parts = [f'<div class="title-block">{"".join(parts)}</div>']
         classes = ["title-slide"] if slide.number == 1 else []
         if figure_only and any('class="figure"' in p for p in parts):
             classes.append("figure-only")
@@ -524,7 +810,7 @@ def render_deck(deck: Deck, chapter: Chapter, figures: dict[tuple[str, str], str
 <title>{html.escape(deck.title)} · slides</title>
 <link rel="stylesheet" href="reveal/reveal.css">
 <link rel="stylesheet" href="reveal/theme/white.css">
-<style>{_STYLE}
+<style>{_STYLE.replace("{HEIGHT}", str(HEIGHT)).replace("{HANDOUT_SLIDE_MM}", str(HANDOUT_SLIDE_MM))}
 {code_css}</style>
 </head>
 <body>
@@ -555,12 +841,50 @@ function fitMaths() {{
 }}
 Reveal.initialize({{
   width: {WIDTH}, height: {HEIGHT}, margin: 0.04, hash: true, slideNumber: "c/t", center: false,
-  transition: "none", pdfSeparateFragments: false, plugins: [RevealNotes],
-  // ?notes (with ?print-pdf): each slide's speaker notes printed on a page of their own after it
-  showNotes: new URLSearchParams(location.search).has("notes") ? "separate-page" : false
+  transition: "none", pdfSeparateFragments: false, plugins: [RevealNotes]
 }});
 Reveal.on('ready', fitMaths);
 Reveal.on('slidechanged', fitMaths);
+// ?print-pdf&handout: the instructor's handout. reveal.js has laid every slide out as a page of its own
+// (.pdf-page); each becomes a slide scaled down to the handout's width, with its speaker notes below it in
+// print-sized type, on A4 paper, as many to a page as fit whole (two, for notes of usual length).
+function buildHandout() {{
+  const pages = Array.from(document.querySelectorAll('.reveal .slides > .pdf-page'));
+  const config = Reveal.getConfig(), width = Math.floor(config.width * (1 + config.margin));  // as reveal.js's
+  document.body.style.width = document.body.style.height = '';  // reveal.js sized the body to one slide
+  document.documentElement.classList.add('handout');
+  pages.forEach((page, i) => {{
+    const section = page.querySelector('section');
+    const item = document.createElement('article'), frame = document.createElement('div');
+    const notes = document.createElement('div'), label = document.createElement('p');
+    item.className = 'handout-item'; frame.className = 'handout-slide'; notes.className = 'handout-notes';
+    label.className = 'handout-label';
+    const heading = section.querySelector('h1, h2');
+    label.textContent = `Slide ${{i + 1}} of ${{pages.length}}`
+                        + (heading ? ` · ${{heading.textContent.trim()}}` : '');
+    page.replaceWith(item);
+    frame.appendChild(page);
+    notes.appendChild(label);
+    const aside = section.querySelector('aside.notes');  // moved, not copied: MathJax may not have typeset it yet
+    while (aside && aside.firstChild) notes.appendChild(aside.firstChild);
+    item.append(frame, notes);
+    page.style.width = width + 'px';  // the whole page, slide and margin, scaled into the frame
+    page.style.zoom = frame.clientWidth / width;
+  }});
+  // reveal.js asked for paper the size of a slide; the handout is printed on A4 (a later rule wins)
+  const paper = document.createElement('style');
+  paper.textContent = '@page {{ size: A4 portrait; margin: {HANDOUT_MARGIN_MM}mm {HANDOUT_MARGIN_MM}mm '
+                      + '{HANDOUT_MARGIN_MM + 4}mm; }}';  // the bottom margin holds the footer
+  document.head.appendChild(paper);
+  document.documentElement.classList.add('handout-ready');
+}}
+if (new URLSearchParams(location.search).has('handout')) Reveal.on('pdf-ready', buildHandout);
+// Printed, every slide is shown, but reveal.js still marks all but the first as hidden from assistive
+// technology (hidden, aria-hidden): they would be left out of the PDF's tags, and out of an accessibility audit.
+Reveal.on('pdf-ready', () => document.querySelectorAll('.reveal .slides section').forEach(section => {{
+  section.hidden = false;
+  section.removeAttribute('aria-hidden');
+}}));
 </script>
 <script src="../_static/mathjax/tex-mml-chtml.js" async></script>
 </body>
@@ -664,6 +988,9 @@ WAIT_FOR_DECK = """async () => {
       await new Promise(r => setTimeout(r, 50));
     }
   }
+  // &handout: the handout is assembled from those pages in the same task that appends them; say so if not
+  if (/[?&]handout/.test(location.search) && !document.documentElement.classList.contains('handout-ready'))
+    return 'the handout was not assembled from the slides';
   if (document.querySelector('.math')) {
     while (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
       if (Date.now() - start > 60000) return 'MathJax never started';
@@ -680,8 +1007,13 @@ WAIT_FOR_DECK = """async () => {
 
 
 def print_pdfs(slides_dir: Path, units: list[str]) -> dict:
-    """Each deck printed to <unit>.pdf and <unit>-notes.pdf by headless Chromium (reveal.js's ?print-pdf
-    layout), offline."""
+    """Each deck printed by headless Chromium, offline, to two PDFs:
+
+    - ``<unit>.pdf``: reveal.js's ?print-pdf layout, one page per slide, on paper the size reveal.js asks
+      for (the slide and its margin: 1331 x 748 px), so that nothing is scaled;
+    - ``<unit>-notes.pdf``: the handout (?print-pdf&handout, see buildHandout in the deck's page), A4
+      portrait, each slide above its speaker notes, with the deck's title and the page number in the footer.
+    """
     binary = chromium()
     if binary is None:
         print("slides: Chromium is not installed (Debian package `chromium`), so no PDF was printed; "
@@ -692,7 +1024,7 @@ def print_pdfs(slides_dir: Path, units: list[str]) -> dict:
     except ImportError:
         print("slides: Playwright is not installed, so no PDF was printed", file=sys.stderr)
         return {"skipped": "no playwright"}
-    # Two PDFs a deck: the slides, and a handout with each slide's speaker notes on the page after it.
+    # Two PDFs a deck: the slides, and the handout with each slide's speaker notes beneath it.
     prints = [(unit, notes) for unit in units for notes in (False, True)]
     result, todo = {}, []
     for unit, notes in prints:
@@ -715,14 +1047,22 @@ def print_pdfs(slides_dir: Path, units: list[str]) -> dict:
                        else route.abort())
             t = time.perf_counter()
             pdf = slides_dir / _pdf_name(unit, notes)
-            query = "?print-pdf&notes" if notes else "?print-pdf"
+            query = "?print-pdf&handout" if notes else "?print-pdf"
             page.goto((slides_dir / f"{unit}.html").resolve().as_uri() + query, wait_until="load")
             state = page.evaluate(WAIT_FOR_DECK)
             if state != "ready":
                 raise SlidesError(f"{unit}: {state} while printing {pdf.name}")
             page.wait_for_timeout(300)
-            page.pdf(path=str(pdf), width=f"{WIDTH}px", height=f"{HEIGHT}px",
-                     print_background=True, margin={"top": "0", "bottom": "0", "left": "0", "right": "0"})
+            # The page's @page rule sets paper and margins (reveal.js's for the slides, A4 for the handout).
+            options = dict(path=str(pdf), prefer_css_page_size=True, print_background=True)
+            if notes:
+                title = html.escape(page.title().removesuffix(" · slides"))
+                options.update(display_header_footer=True, header_template="<span></span>", footer_template=(
+                    '<div style="font: 8pt Helvetica, Arial, sans-serif; color: #555; width: 100%; '
+                    f'margin: 0 {HANDOUT_MARGIN_MM}mm; display: flex; justify-content: space-between">'
+                    f'<span>{title} · speaker notes</span>'
+                    '<span>page <span class="pageNumber"></span> of <span class="totalPages"></span></span></div>'))
+            page.pdf(**options)
             result[pdf.stem] = {"seconds": round(time.perf_counter() - t, 1), "bytes": pdf.stat().st_size}
             (slides_dir / f".{pdf.name}.sha256").write_text(_digest(slides_dir, unit))
             page.close()
@@ -746,4 +1086,9 @@ def _digest(slides_dir: Path, unit: str) -> str:
                 "../_static/mathjax/.lmcourse-version"):
         path = slides_dir / dep
         h.update(path.read_bytes() if path.exists() else b"-")
+    h.update(_PRINT_LAYOUT.encode())
     return h.hexdigest()
+
+
+# How print_pdfs prints (paper, margins, footer): a change here prints every PDF again.
+_PRINT_LAYOUT = f"css page size; handout A4, {HANDOUT_SLIDE_MM} mm slides, {HANDOUT_MARGIN_MM} mm margins, footer"
