@@ -113,3 +113,13 @@ def loopback_only(context) -> list[str]:
 
     context.route("**/*", route)
     return outside
+
+
+def watch(page) -> list[str]:
+    """What a reader's browser would complain about on `page`: console errors, uncaught exceptions and HTTP
+    errors, appended to the returned list as they happen."""
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    return errors

@@ -53,7 +53,8 @@ def pytest_generate_tests(metafunc):
 # --dist loadscope) they run as one scope on one worker: the first builds the book (minutes, most of it
 # executing the chapters) and the others then read it. As separate modules on two workers, the second
 # waited, idle, for the first's build (about 150 s of one core in a 29-minute run).
-BOOK_MODULES = ("tests/test_book.py", "tests/test_browser.py", "tests/test_leaks.py", "tests/test_lecture_browser.py")
+BOOK_MODULES = ("tests/test_book.py", "tests/test_browser.py", "tests/test_leaks.py", "tests/test_lecture_browser.py",
+                "tests/test_quiz_browser.py")
 
 
 def scope_of(nodeid: str, default: str) -> str:

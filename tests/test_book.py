@@ -65,8 +65,12 @@ def test_units_in_syllabus_order():
     on_disk = sorted(f"units/{p.stem}" for p in (ROOT / "book" / "units").glob("*.md"))
     assert on_disk == units, (
         f"chapters in book/units/ {on_disk} and in book/_toc.yml {units} differ: list each chapter file in "
-        "_toc.yml under its unit's part"
+        "_toc.yml's Units part"
     )
+    # One sidebar entry per unit: a part per unit showed each unit twice (the part's caption, then the chapter).
+    parts = [p for p in toc["parts"] if any(c["file"].startswith("units/") for c in p["chapters"])]
+    assert len(parts) == 1, (f"the units are spread over {len(parts)} parts of book/_toc.yml "
+                             f"({[p.get('caption') for p in parts]}); list them all in one part, `Units`")
 
 
 def _remote_references(text: str) -> list[str]:
@@ -154,6 +158,8 @@ def _mini_book(tmp_path: Path, chapter: str) -> Path:
     shutil.copy(ROOT / "book" / "_config.yml", book / "_config.yml")
     (root / "node_modules").symlink_to(ROOT / "node_modules")
     (book / "references.bib").write_text((ROOT / "book" / "references.bib").read_text())
+    for folder in ("images", "_templates"):  # the favicon and the theme's components _config.yml names
+        shutil.copytree(ROOT / "book" / folder, book / folder)
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n")
     (book / "intro.md").write_text("# Intro\n\nA test book.\n")
     header = ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
@@ -242,3 +248,66 @@ def test_the_prose_claims_hold_on_this_build(book):
     assert not [k for k, n in keys.items() if n > 1], "a claim key used twice in one chapter"
     assert not claims.report(found), "the prose states what this build did not compute:\n" + claims.report(found)
     assert f"prose claims: {len(found)} of {len(found)} hold" in book.log
+
+
+def _figures_of_the_book():
+    """(chapter, cell index, PNG width, the PNG output's metadata) for every figure the chapters drew."""
+    import base64
+    import struct
+
+    for path in sorted((BUILD / "jupyter_execute" / "units").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        for i, cell in enumerate(nb["cells"]):
+            for out in cell.get("outputs", []):
+                png = out.get("data", {}).get("image/png")
+                if png:
+                    width = struct.unpack(">II", base64.b64decode(png)[16:24])[0]
+                    yield path.stem, i, width, out.get("metadata", {}).get("image/png", {})
+
+
+def test_every_figure_of_the_book_is_legible(book):
+    """Each figure a chapter draws, as its kernel measured it (lmcourse.figure_notes): its smallest text is at
+    least MIN_FONT_PX tall once shown in the page's column, and it has none of the problems the audit looks for
+    (fractional ticks on a counted axis, maths outside $...$, annotations that do not contrast with their cell,
+    series that only colour tells apart and a colour-blind reader could not)."""
+    from lmcourse import figure_notes
+
+    if book.returncode != 0:
+        pytest.skip("the book does not build; see test_book_builds_with_no_warnings")
+    figures = list(_figures_of_the_book())
+    assert len(figures) >= 40, f"only {len(figures)} figures in the executed chapters"
+    unmeasured = [f"{ch} cell {i}" for ch, i, _, md in figures if figure_notes.NOTES_KEY not in md
+                  or "error" in md[figure_notes.NOTES_KEY]]
+    assert not unmeasured, ("figures the kernel did not measure (is lmcourse.figure_notes.install in the book's "
+                            f"IPython profile?): {unmeasured[:10]}")
+    small, problems = [], []
+    for chapter, i, width, md in figures:
+        notes = md[figure_notes.NOTES_KEY]
+        shown = figure_notes.font_px_on_page(notes["min_font_px"], width)
+        if shown < figure_notes.MIN_FONT_PX:
+            small.append(f"{chapter} cell {i}: '{notes['min_font_text']}' is {shown:.1f} px on the page "
+                         f"({notes['min_font_px']:.1f} px in a {width}-px PNG)")
+        problems += [f"{chapter} cell {i}: {p}" for p in notes["problems"]]
+    assert not small, (f"text smaller than {figure_notes.MIN_FONT_PX} px once the figure is fitted to the "
+                       f"{figure_notes.PAGE_WIDTH_PX}-px column (make the figure narrower or the text larger):\n"
+                       + "\n".join(small))
+    assert not problems, "figures a reader would trip over:\n" + "\n".join(problems)
+
+
+def test_every_unit_is_listed_wherever_the_units_are():
+    """The landing page's table and the instructors' table of materials name every chapter, the capstone too
+    (the landing table once stopped at Unit 7)."""
+    chapters = sorted(p.stem for p in (ROOT / "book" / "units").glob("*.md"))
+    titles = {}
+    for stem in chapters:
+        heading = next(line for line in (ROOT / "book" / "units" / f"{stem}.md").read_text().splitlines()
+                       if line.startswith("# "))
+        titles[stem] = heading[2:].split(":", 1)[1].strip().lower()  # "Unit 1: Counting ..." -> "counting ..."
+    intro = (ROOT / "book" / "intro.md").read_text()
+    rows = [line for line in intro.splitlines() if line.startswith("| ") and not line.startswith(("| unit", "| ---"))]
+    assert len(rows) == len(chapters), f"book/intro.md's table has {len(rows)} rows for {len(chapters)} chapters"
+    for stem, row in zip(chapters, rows):
+        assert titles[stem].split()[0] in row.lower(), f"book/intro.md: the row {row[:60]!r} is not {stem}'s"
+    instructors = (ROOT / "book" / "course" / "instructors.md").read_text()
+    missing = [stem for stem in chapters if f"../units/{stem}.html" not in instructors]
+    assert not missing, f"book/course/instructors.md's table of materials leaves out {missing}"

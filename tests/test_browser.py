@@ -8,6 +8,12 @@ every link inside the site leading to a page and anchor that exist. Any
 request that would leave the machine is blocked and reported: the site must
 work offline. A screenshot of each page goes to book/_build/screenshots/,
 with a summary (sizes, timings) in summary.json.
+
+Accessibility: axe-core (tests/axe.py) audits every page against WCAG 2.1 AA
+and finds no serious or critical violation; every figure has alt text that
+says what it shows; every special token of the sources (`<EOS>`, `<BOS>`,
+`<|im_start|>`) is on the page, not swallowed as an unknown HTML tag. A
+chapter is also opened at phone width (390 px): audited, and screenshotted.
 """
 
 from __future__ import annotations
@@ -25,7 +31,10 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
+from axe import audit, blocking, describe
 from booksite import BUILD, HTML, ROOT, built_book, loopback_only, serve
+from lmcourse import figure_notes
+from lmcourse.instructor.book import special_tokens
 from lmcourse.instructor.slides import CHROMIUM_ARGS, chromium as chromium_binary
 
 pytestmark = pytest.mark.slow
@@ -63,6 +72,10 @@ class PageVisit:
     screenshot_bytes: int = 0
     size: tuple[int, int] = (0, 0)
     seconds: float = 0.0
+    violations: list[dict] = field(default_factory=list)  # axe-core's, all impacts
+    text: str = ""  # the page's text, as the DOM holds it (code blocks and hidden cells included)
+    figures: list[dict] = field(default_factory=list)  # the executed cells' images: src, alt, widths
+    column: int = 0  # the article's content width in CSS pixels
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +125,13 @@ _INSPECT = r"""() => {
     texErrors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.getAttribute('data-mjx-error') || e.textContent),
     raw: raw,
     links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    text: (document.querySelector('main') || document.body).textContent,
+    figures: Array.from(document.querySelectorAll('.cell_output img')).map(i => ({
+      src: i.getAttribute('src'), alt: i.getAttribute('alt') || '', natural: i.naturalWidth,
+      shown: Math.round(i.getBoundingClientRect().width)})),
+    column: (() => { const a = document.querySelector('.bd-article'); if (!a) return 0;
+                     const s = getComputedStyle(a);
+                     return Math.round(a.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight)); })(),
   };
 }"""
 
@@ -164,6 +184,8 @@ def visits(server, tmp_path_factory):
             visit.maths, visit.typeset = seen["maths"], seen["typeset"]
             visit.tex_errors, visit.raw_tex = seen["texErrors"], seen["raw"]
             visit.links = [u for u in seen["links"] if u.startswith(server + "/")]
+            visit.text, visit.figures, visit.column = seen["text"], seen["figures"], seen["column"]
+            visit.violations = audit(page)
             shot = SCREENSHOTS / f"{name.replace('/', '__')}.png"
             page.screenshot(path=str(shot), full_page=True)
             visit.screenshot, visit.screenshot_bytes = str(shot.relative_to(ROOT)), shot.stat().st_size
@@ -175,7 +197,9 @@ def visits(server, tmp_path_factory):
     total = time.perf_counter() - start
     summary = {"seconds": round(total, 2), "chromium": chromium, "outside_requests": outside,
                "pages": {n: {"screenshot": v.screenshot, "bytes": v.screenshot_bytes, "size": list(v.size),
-                             "seconds": round(v.seconds, 2), "maths": v.maths} for n, v in results.items()}}
+                             "seconds": round(v.seconds, 2), "maths": v.maths,
+                             "axe": {f"{x['impact']} {x['id']}": len(x["nodes"]) for x in v.violations}}
+                         for n, v in results.items()}}
     (SCREENSHOTS / "summary.json").write_text(json.dumps(summary, indent=2))
     return results, outside
 
@@ -235,3 +259,112 @@ def test_every_internal_link_resolves(visits, server):
             elif fragment and target.endswith(".html") and urllib.parse.unquote(fragment) not in found:
                 broken.append(f"{name}.html -> {link} (no element with id {fragment!r})")
     assert not broken, f"{len(broken)} links inside the site lead nowhere:\n" + "\n".join(broken[:30])
+
+
+# --- accessibility, special tokens, figures -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_has_no_serious_accessibility_violation(visits, name):
+    found = blocking(visits[0][name].violations)
+    assert not found, f"{name}.html: axe-core finds serious or critical WCAG violations:\n{describe(found)}"
+
+
+def _source_text(name: str) -> str:
+    """What a page is made from: its Markdown (roles' hidden targets removed), a chapter's question file
+    and its executed outputs."""
+    text = (ROOT / "book" / f"{name}.md").read_text(encoding="utf-8") if (ROOT / "book" / f"{name}.md").exists() else ""
+    # `{term}`embedding <Embedding>``: the part in <> is the glossary entry linked, not text on the page
+    text = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", text)
+    if name.startswith("units/"):
+        quiz_file = ROOT / "book" / "quizzes" / f"{name.split('/', 1)[1]}.yaml"
+        if quiz_file.exists():
+            text += quiz_file.read_text(encoding="utf-8")
+    return text
+
+
+@pytest.mark.parametrize("name", [p for p in PAGES if (ROOT / "book" / f"{p}.md").exists()])
+def test_special_tokens_survive_to_the_page(visits, name):
+    """`<EOS>` in a caption once reached the page as an unknown tag and vanished ("the last row wrote )")."""
+    expected = special_tokens(_source_text(name))
+    missing = sorted(tok for tok in expected if tok not in visits[0][name].text)
+    assert not missing, (f"{name}.html: the sources write {missing} but the page does not show them: the browser took "
+                         "them for HTML tags (write them in `code`, or check lmcourse.instructor.book._keep_special_tokens)")
+
+
+def test_special_tokens_are_checked_where_they_matter(visits):
+    """The check above is not vacuous: the chapters that use special tokens are among the pages it reads."""
+    for name, tokens in {"units/01-ngrams": {"<BOS>", "<EOS>", "<UNK>"}, "units/04-attention": {"<EOS>"},
+                         "units/08-capstone": {"<|im_start|>", "<|im_end|>"}}.items():
+        assert tokens <= special_tokens(_source_text(name)), f"{name}: expected its sources to write {tokens}"
+
+
+def test_every_figure_says_what_it_shows(visits):
+    """Each image a chapter's code drew has alt text from lmcourse.figure_notes, not its file name."""
+    bad, counted = [], 0
+    for name, visit in visits[0].items():
+        for fig in visit.figures:
+            counted += 1
+            alt = fig["alt"].strip()
+            if len(alt) < 30 or "_images/" in alt or alt.lower() in {"figure", "image", "plot"}:
+                bad.append(f"{name}.html {fig['src']}: alt={alt!r}")
+    assert counted >= 40, f"only {counted} figures found on the chapters' pages; the selector missed them"
+    assert not bad, f"{len(bad)} figures without a description:\n" + "\n".join(bad[:10])
+
+
+def test_the_column_is_as_wide_as_the_figures_assume(visits):
+    """Figure legibility (tests/test_book.py) is computed for a column of figure_notes.PAGE_WIDTH_PX at 1280 px."""
+    column = visits[0]["units/04-attention"].column
+    assert column >= figure_notes.PAGE_WIDTH_PX - 1, (
+        f"a chapter's column is {column} px wide in a 1280-px window, narrower than the {figure_notes.PAGE_WIDTH_PX} "
+        "px the figures' font sizes are checked at: lower lmcourse.figure_notes.PAGE_WIDTH_PX")
+    for fig in visits[0]["units/04-attention"].figures:
+        assert fig["shown"] >= min(fig["natural"], figure_notes.PAGE_WIDTH_PX) - 1, fig
+
+
+def test_axe_finds_a_planted_violation(server):
+    """The accessibility check can fail: an image without alt text and grey-on-grey text are found."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_binary(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{server}/intro.html", wait_until="load")
+        page.evaluate("""() => { const m = document.querySelector('main');
+          m.insertAdjacentHTML('afterbegin', '<img src="_static/images/logo_binder.svg">' +
+            '<p style="color:#aaa;background:#bbb">unreadable</p>'); }""")
+        found = {v["id"] for v in blocking(audit(page))}
+        browser.close()
+    assert {"image-alt", "color-contrast"} <= found, f"axe-core found only {found} on a page with planted violations"
+
+
+PAGE_SHOTS = BUILD / "page-screenshots"  # a reader's first screen, at desktop and at phone width
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_chapter_at_desktop_and_phone_width(server, width):
+    """A reader's first screen of a chapter and of the landing page, on a laptop and on a phone (390 px): no
+    sideways scrolling, no serious violation at that width either, and a screenshot of each to look at
+    (book/_build/page-screenshots/<page>-<width>.png)."""
+    from playwright.sync_api import sync_playwright
+
+    PAGE_SHOTS.mkdir(parents=True, exist_ok=True)
+    phone = width < 600
+    results = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_binary(), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": width, "height": 844 if phone else 900},
+                                      device_scale_factor=2 if phone else 1, is_mobile=phone, has_touch=phone)
+        loopback_only(context)
+        page = context.new_page()
+        for name in ("intro", "units/04-attention"):
+            page.goto(f"{server}/{name}.html", wait_until="load")
+            page.evaluate(_WAIT_FOR_IMAGES)
+            page.evaluate(_WAIT_FOR_MATHJAX)
+            page.screenshot(path=str(PAGE_SHOTS / f"{name.replace('/', '__')}-{width}.png"))
+            results[name] = {"width": page.evaluate("document.documentElement.scrollWidth"),
+                             "violations": blocking(audit(page))}
+        browser.close()
+    for name, r in results.items():
+        assert r["width"] <= width + 1, f"{name}.html scrolls sideways at {width} px (the page is {r['width']} px wide)"
+        assert not r["violations"], f"{name}.html at {width} px:\n{describe(r['violations'])}"

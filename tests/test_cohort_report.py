@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from axe import audit, blocking, describe
 from lmcourse.grading.result import Result, Status
 from lmcourse.grading.signatures import Signature, best, matches, signature
 from lmcourse.instructor import batch, cohort, mistakes
@@ -236,7 +237,9 @@ def test_the_page_in_chromium(graded, tmp_path):
         failed = view.eval_on_selector_all("#checks tr[data-check]", "es => es.map(e => +e.dataset.failed)")
         errors = view.eval_on_selector_all("#grader-errors tbody tr", "es => es.length")
         view.screenshot(path=str(shot), full_page=True)
+        violations = blocking(audit(view))  # axe-core, injected inline: no request
         browser.close()
+    assert not violations, f"the cohort page fails WCAG checks:\n{describe(violations)}"
     assert requests == [page.as_uri()], requests  # the page alone: no script, no remote asset
     assert counts == {"total": "31", "graded": "28", "graderErrors": "3", "unreadable": "1"}
     assert sum(bars) == 28 and len(bars) == cohort.BINS

@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from axe import audit, blocking, describe
 from lmcourse.grading import notebook as nbmod
 from lmcourse.instructor import similarity as sim
 from similarity_cohorts import HONEST, disguised, keep_names, notebook, release_of
@@ -170,5 +171,7 @@ def test_the_page_in_a_browser(cohort):
         assert page.locator("mark").first.is_visible()
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scrolling
         page.screenshot(path=str(shot), full_page=False)
+        violations = blocking(audit(page))
         browser.close()
     assert shot.stat().st_size > 10_000
+    assert not violations, f"the similarity page fails WCAG checks:\n{describe(violations)}"

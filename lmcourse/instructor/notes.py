@@ -117,10 +117,10 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2rem .5re
 code{{background:#f4f4f4;padding:0 .2rem}} .materials{{background:#f6f8fa;padding:.6rem 1rem;border-radius:6px}}</style>
 <script>window.MathJax = {{ tex: {{ inlineMath: [["\\\\(", "\\\\)"]] }} }};</script>
 <script src="../html/_static/mathjax/tex-mml-chtml.js" async></script>
-</head><body>
+</head><body><main>
 <p class="materials">Instructors only: not part of the public site. {links}</p>
 {body}
-</body></html>
+</main></body></html>
 """
 
 

@@ -325,8 +325,9 @@ def _page(c: Comparison) -> str:
             parts.append(f"<h3>{html.escape(m.unit)}</h3><p class='note'>{m.share_a:.0%} of {html.escape(p.a)}'s "
                          f"code here matches {html.escape(p.b)}'s; {m.share_b:.0%} of {html.escape(p.b)}'s matches "
                          f"{html.escape(p.a)}'s (highlighted).</p><div class='side'>"
-                         f"<div><b>{html.escape(p.a)}</b><pre>{_highlighted(code_a, m.slices_a)}</pre></div>"
-                         f"<div><b>{html.escape(p.b)}</b><pre>{_highlighted(code_b, m.slices_b)}</pre></div></div>")
+                         # tabindex: a code block that scrolls sideways must be reachable by keyboard (WCAG 2.1.1)
+                         f"<div><b>{html.escape(p.a)}</b><pre tabindex=\"0\">{_highlighted(code_a, m.slices_a)}</pre></div>"
+                         f"<div><b>{html.escape(p.b)}</b><pre tabindex=\"0\">{_highlighted(code_b, m.slices_b)}</pre></div></div>")
     parts.append(f"<p class='note'>Compared in {c.seconds:.1f} s. All pairs, with every unit's shares: pairs.csv, "
                  f"functions.csv.</p></body></html>")
     return "\n".join(parts)
