@@ -199,26 +199,22 @@ def _all_integers(values) -> bool:
 
 
 def _integer_axis_problems(ax, i: int) -> list[str]:
-    problems = []
+    """Fractional ticks ("2.5") on an x axis whose plotted positions are all whole numbers (steps, lengths,
+    orders n). Only x: values on y are measured (losses, rates), and may well fall between integers."""
     lines = _visible_lines(ax)
-    scatters = [c for c in ax.collections if type(c).__name__ == "PathCollection"]
-    for which, get in (("x", lambda ln: ln.get_xdata()), ("y", None)):
-        if which == "y" or not (lines or scatters):
-            continue  # values are measured (losses, rates); only positions along x are counted things
-        if getattr(ax, f"get_{which}scale")() != "linear":
-            continue
-        data = [get(ln) for ln in lines] + [c.get_offsets()[:, 0] for c in scatters if len(c.get_offsets())]
-        if not data or not all(_all_integers(d) for d in data):
-            continue
-        lo, hi = sorted(getattr(ax, f"get_{which}lim")())
-        shown = [(loc, lab.get_text()) for loc, lab in zip(getattr(ax, f"get_{which}ticks")(),
-                                                              getattr(ax, f"get_{which}ticklabels")())
-                 if lo <= loc <= hi and lab.get_text()]
-        fractional = [text for loc, text in shown if abs(loc - round(loc)) > 1e-9]
-        if fractional:
-            problems.append(f"panel {i}: the {which} axis counts whole numbers but its ticks read "
-                            f"{', '.join(fractional[:3])}; use MaxNLocator(integer=True) or set the ticks")
-    return problems
+    scatters = [c for c in ax.collections if type(c).__name__ == "PathCollection" and len(c.get_offsets())]
+    if not (lines or scatters) or ax.get_xscale() != "linear":
+        return []
+    positions = [ln.get_xdata() for ln in lines] + [c.get_offsets()[:, 0] for c in scatters]
+    if not all(_all_integers(x) for x in positions):
+        return []
+    lo, hi = sorted(ax.get_xlim())
+    fractional = [label.get_text() for loc, label in zip(ax.get_xticks(), ax.get_xticklabels())
+                  if lo <= loc <= hi and label.get_text() and abs(loc - round(loc)) > 1e-9]
+    if not fractional:
+        return []
+    return [f"panel {i}: the x axis counts whole numbers but its ticks read {', '.join(fractional[:3])}; "
+            "use MaxNLocator(integer=True) or set the ticks"]
 
 
 _BARE_MATHS = re.compile(r"(?<![\w$\\])([A-Za-zα-ωΑ-Ω])_(\{[^}]+\}|[A-Za-z0-9]{1,3})(?![\w])")
