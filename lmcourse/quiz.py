@@ -273,20 +273,22 @@ def _question(q: dict, qid: str, number: int, total: int) -> str:
             f'</fieldset>')
 
 
-def quiz_html(unit: str, section: str, folder: Path | None = None) -> str:
+def quiz_html(unit: str, section: str, folder: Path | None = None, *, style: bool = True,
+              script: bool = True) -> str:
     """The questions of one section as a self-contained block of HTML: its style, the questions, its script.
 
-    The same block serves the book's page and a notebook's output, and a page holds many of them, so the
-    style and the script may arrive many times: the CSS is the same each time, and the script defines its
+    The same block serves the book's page and a notebook's output. A notebook's outputs arrive one by one,
+    so each carries the style and the script: the CSS is the same each time, and the script defines its
     functions and its listeners once (on `window` and `document`); every copy after the first only asks for
-    the maths of quizzes not yet typeset.
+    the maths of quizzes not yet typeset. A book page is written at once: `fill_placeholders` puts the style
+    before its first block and the script after its last, once each.
     """
     qs = questions(unit, section, folder)
     block = f"lmcourse-quiz-{unit}-{section}"
     drawn = "".join(_question(q, f"{block}-q{i}", i, len(qs)) for i, q in enumerate(qs, start=1))
-    return (f"<style>{_STYLE}</style>"
-            f'<div class="lmcourse-quiz" id="{block}" data-unit="{unit}" data-section="{section}">{drawn}</div>'
-            f"<script>{_SCRIPT}</script>")
+    return ((f"<style>{_STYLE}</style>" if style else "")
+            + f'<div class="lmcourse-quiz" id="{block}" data-unit="{unit}" data-section="{section}">{drawn}</div>'
+            + (f"<script>{_SCRIPT}</script>" if script else ""))
 
 
 # Colours and type come from the book's theme (pydata-sphinx-theme's variables switch with its light and dark
@@ -446,22 +448,25 @@ _STYLE = " ".join(_STYLE.split())  # sent once per quiz block: no indentation
 # holding TeX are typeset, and the requests wait for one another in a queue of our own (`lmcourseTypesetQueue`,
 # which starts with MathJax's startup), so no formula is typeset twice. JupyterLab typesets HTML outputs itself and has no
 # global MathJax: there the wait ends after two minutes with nothing to do.
-_TYPESET_LATER = r"""window.lmcourseTypesetLater = window.lmcourseTypesetLater || function () {
+_TYPESET_LATER = r"""// Typeset the quizzes that still hold TeX, once MathJax's own pass and every earlier request are over.
+window.lmcourseTypesetNow = window.lmcourseTypesetNow || function (mj) {
+  window.lmcourseTypesetQueue = (window.lmcourseTypesetQueue || mj.startup.promise)
+    .then(() => {
+      const todo = Array.from(document.querySelectorAll('.lmcourse-quiz')).filter(q => /\\\(|\\\[/.test(q.textContent));
+      return todo.length ? mj.typesetPromise(todo) : null;
+    })
+    .then(() => window.lmcourseQuiz.untab())
+    .catch(err => console.warn('lmcourse quiz: MathJax could not typeset the questions', err));
+  return window.lmcourseTypesetQueue;
+};
+window.lmcourseTypesetLater = window.lmcourseTypesetLater || function () {
   if (window.lmcourseTypesetWaiting) return false;
   window.lmcourseTypesetWaiting = true;
   const start = Date.now();
-  const raw = q => /\\\(|\\\[/.test(q.textContent);
   (function wait() {
     const mj = window.MathJax;
     if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
-      window.lmcourseTypesetQueue = (window.lmcourseTypesetQueue || mj.startup.promise)
-        .then(() => {
-          const todo = Array.from(document.querySelectorAll('.lmcourse-quiz')).filter(raw);
-          return todo.length ? mj.typesetPromise(todo) : null;
-        })
-        .then(() => window.lmcourseQuiz.untab())
-        .catch(err => console.warn('lmcourse quiz: MathJax could not typeset the questions', err))
-        .finally(() => { window.lmcourseTypesetWaiting = false; });
+      window.lmcourseTypesetNow(mj).finally(() => { window.lmcourseTypesetWaiting = false; });
     } else if (Date.now() - start < 120000) {
       setTimeout(wait, 100);
     } else {
@@ -541,13 +546,7 @@ window.lmcourseQuiz = window.lmcourseQuiz || (function () {
   if (mj && mj.startup && mj.startup.promise && mj.typesetPromise) {
     // MathJax is running (a notebook, or a block added after the page loaded): once its first pass and any
     // typesetting a quiz asked for before are over, typeset what is still TeX.
-    window.lmcourseTypesetQueue = (window.lmcourseTypesetQueue || mj.startup.promise)
-      .then(() => {
-        const todo = Array.from(document.querySelectorAll('.lmcourse-quiz')).filter(q => /\\\(|\\\[/.test(q.textContent));
-        return todo.length ? mj.typesetPromise(todo) : null;
-      })
-      .then(window.lmcourseQuiz.untab)
-      .catch(err => console.warn('lmcourse quiz: MathJax could not typeset the questions', err));
+    window.lmcourseTypesetNow(mj);
   } else {
     window.lmcourseTypesetLater();
   }
@@ -562,8 +561,14 @@ _PLACEHOLDER_RE = re.compile(r'<div class="lmcourse-self-check" data-unit="([\w-
 
 
 def fill_placeholders(body: str) -> str:
-    """Every self-check placeholder in a page's HTML, replaced by its questions."""
-    return _PLACEHOLDER_RE.sub(lambda m: quiz_html(m.group(1), m.group(2)), body)
+    """Every self-check placeholder in a page's HTML, replaced by its questions: the style with the first
+    block, the script with the last (once the page's questions are all in the document)."""
+    found = list(_PLACEHOLDER_RE.finditer(body))
+    out, end = [], 0
+    for i, m in enumerate(found):
+        out += [body[end:m.start()], quiz_html(m.group(1), m.group(2), style=i == 0, script=i == len(found) - 1)]
+        end = m.end()
+    return "".join(out) + body[end:]
 
 
 def self_check(unit: str, section: str) -> None:

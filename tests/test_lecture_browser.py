@@ -130,7 +130,7 @@ def site():
 def _on_a_phone(page, unit: str) -> dict:
     """The deck now open, resized to a phone: reveal.js's scroll view; screenshots of its title and first code slide."""
     page.set_viewport_size(PHONE)
-    page.wait_for_function("Reveal.isScrollView()", timeout=5000)
+    page.wait_for_function("Reveal.isScrollView()", timeout=30000)  # generous: a loaded machine is slow
     page.evaluate("fitMaths()")
     seen = page.evaluate(_INSPECT_PHONE)
     page.screenshot(path=str(SHOTS / f"{unit}-phone-01.png"))

@@ -223,6 +223,20 @@ def test_the_book_fills_placeholders_with_the_current_questions(monkeypatch):
     assert len(shown) == 2 and shown[1].data == quiz.quiz_html("03-rnnlm", section)
 
 
+def test_a_page_carries_the_style_and_the_script_once():
+    """A chapter has five or so question blocks: the page gets the CSS before the first and the script after the
+    last, not once a block; a notebook output (quiz_html) keeps both, since it arrives alone."""
+    sections = list(quiz.load("04-attention", QUIZZES))
+    holders = "".join(f"<p>{s}</p>" + quiz.PLACEHOLDER.format(unit="04-attention", section=s) for s in sections)
+    page = quiz.fill_placeholders(holders + "<p>end</p>")
+    assert len(sections) > 1 and page.count("<style>") == 1 and page.count("<script>") == 1
+    assert page.index("<style>") < page.index('class="lmcourse-quiz"')
+    assert page.rindex('class="lmcourse-quiz"') < page.index("<script>") < page.index("<p>end</p>")
+    assert page.count('class="lmcourse-quiz"') == len(sections)
+    alone = quiz.quiz_html("04-attention", sections[0])
+    assert alone.count("<style>") == 1 and alone.count("<script>") == 1
+
+
 def test_validate_refuses_entities_and_links_in_options():
     broken = {"a": [dict(MC, question="After &lt;BOS&gt;?")], "b": [MC, MC], "c": [NUMERIC, NUMERIC]}
     assert any("HTML entity" in p for p in quiz.validate(broken))

@@ -183,6 +183,15 @@ def _prose(text: str) -> str:
     return max((_plain(re.sub(r"[*`]", "", r)) for r in runs), key=len)
 
 
+def _settle(page, condition: str, arg) -> None:
+    """Wait (up to 20 s, for a loaded machine) until `condition(arg)` holds in the page; if it never does, go on:
+    the assertions on what the page shows then say what went wrong, better than a timeout would."""
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=20000)
+    except Exception:  # noqa: BLE001 (playwright's TimeoutError: the caller's assertions report it)
+        pass
+
+
 def _tab_to(page, target: str, start: str, limit: int = 40) -> int:
     """Press Tab from the element `start` until the element with id `target` has the focus; the presses."""
     page.evaluate("(id) => { const e = document.getElementById(id); e.tabIndex = -1; e.focus(); }", start)
@@ -205,7 +214,7 @@ def _answer_multiple_choice(page, unit: str) -> dict:
                                f".lmcourse-quiz__option[data-correct={str(which == 'right').lower()}]').id")
         _tab_to(page, option, f"{qid}-prompt")
         page.keyboard.press(key)
-        page.wait_for_timeout(50)
+        _settle(page, "(id) => document.getElementById(id).getAttribute('aria-pressed') === 'true'", option)
         seen = page.evaluate(_FEEDBACK, qid)
         label = _plain(page.evaluate("(id) => document.getElementById(id).innerText", option))
         chosen = [a for a in written["answers"] if _prose(a["answer"]) in label]
@@ -262,7 +271,7 @@ def _answer_numeric(page, unit: str) -> dict:
             page.keyboard.press("Tab")
             assert page.evaluate("document.activeElement.className") == "lmcourse-quiz__check"
             page.keyboard.press("Space")
-        page.wait_for_timeout(50)
+        _settle(page, "(id) => !document.getElementById(id).hidden", target[f"{which}Why"])
         seen = page.evaluate(_FEEDBACK, qid)
         record[which] = {**seen, "expected": by_id[target[f"{which}Why"]]["feedback"], "why": target[f"{which}Why"]}
     return record

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import base64
 import html
+import inspect
 import json
 import re
 import shutil
@@ -782,9 +783,7 @@ def render_deck(deck: Deck, chapter: Chapter, figures: dict[tuple[str, str], str
                 res = resolve(chunk, chapter)
                 if res.figure:
                     src = figures[res.figure]
-                    name = res.figure[1]  # res.figure: (unit, name); the executed cell holds the alt text
-                    alt = figure_alt(next((c for c in chapter.executed or [] if _figure_name(c) == name), None)
-                                     or _source_figure(chapter, name))
+                    alt = figure_alt(chapter.figure_cell(res.figure[1]))  # res.figure: (unit, name)
                     parts.append(f'<img class="figure" src="../figures/{src}" alt="{html.escape(alt)}">')
                     continue
                 parts.append(res.html)
@@ -1086,9 +1085,6 @@ def _digest(slides_dir: Path, unit: str) -> str:
                 "../_static/mathjax/.lmcourse-version"):
         path = slides_dir / dep
         h.update(path.read_bytes() if path.exists() else b"-")
-    h.update(_PRINT_LAYOUT.encode())
+    # How print_pdfs prints (paper, margins, footer): a change to it prints every PDF again.
+    h.update(inspect.getsource(print_pdfs).encode())
     return h.hexdigest()
-
-
-# How print_pdfs prints (paper, margins, footer): a change here prints every PDF again.
-_PRINT_LAYOUT = f"css page size; handout A4, {HANDOUT_SLIDE_MM} mm slides, {HANDOUT_MARGIN_MM} mm margins, footer"
